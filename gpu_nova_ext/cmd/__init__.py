@@ -1,0 +1,5 @@
+"""Console entry points.
+
+The agent runs on native threads: nothing here imports eventlet or
+monkey-patches.  oslo.messaging is used with its ``threading`` executor.
+"""

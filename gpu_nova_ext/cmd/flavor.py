@@ -1,0 +1,12 @@
+"""``gpu-nova-ext flavor``."""
+from gpu_nova_ext import exception
+
+
+def register(subparsers):
+    parser = subparsers.add_parser(
+        'flavor', help='Not implemented yet.')
+    parser.set_defaults(func=run)
+
+
+def run(args, conf):
+    raise exception.NotImplementedYet(what="'gpu-nova-ext flavor'")

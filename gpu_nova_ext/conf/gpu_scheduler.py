@@ -1,0 +1,93 @@
+"""[gpu_scheduler] options, read by our filters inside nova-scheduler."""
+from oslo_config import cfg
+
+gpu_scheduler_group = cfg.OptGroup(
+    'gpu_scheduler',
+    title='GPU scheduler plugin options',
+    help='Options of the gpu_nova_ext filters and of the GPU state cache '
+         'that runs inside each nova-scheduler process.')
+
+POLICIES = ('pack', 'spread', 'coolest', 'least_loaded')
+
+gpu_scheduler_opts = [
+    cfg.FloatOpt(
+        'state_ttl',
+        default=120.0,
+        min=1.0,
+        help="""
+Seconds after which a host's GPU state (cast by its gpu-nova-agent) counts
+as missing.
+
+Related options:
+
+* ``[agent] report_interval`` on the compute hosts must be well below this.
+* ``missing_state_policy`` decides hosts without live state.
+"""),
+    cfg.StrOpt(
+        'missing_state_policy',
+        default='fail',
+        choices=[
+            ('fail', 'A GPU request with a hard GPU constraint (model, '
+                     'memory, capability, health) does not land on a host '
+                     'whose GPU state is missing or stale.'),
+            ('pass', 'Such a host passes the GPU filters; the weighers '
+                     'treat it as average.'),
+        ],
+        help="""
+What GPU filters do with hosts whose GPU state is missing or older than
+``state_ttl``.  Each such host is logged once per ``state_ttl``.
+"""),
+    cfg.StrOpt(
+        'intra_host_policy',
+        default='pack',
+        choices=[
+            ('pack', 'Prefer the GPU with the least free capacity left.'),
+            ('spread', 'Prefer the GPU with the most free capacity left.'),
+            ('coolest', 'Prefer the GPU with the most thermal headroom.'),
+            ('least_loaded', 'Prefer the GPU with the lowest utilization.'),
+        ],
+        help="""
+Which GPU inside a host GpuCandidateOrderFilter puts first among the
+host's allocation candidates (Nova claims the first).  A flavor's
+``gpu:intra_host_policy`` overrides it.
+"""),
+    cfg.StrOpt(
+        'state_topic',
+        default='gpu_nova_ext_scheduler',
+        help="""
+oslo.messaging topic on which agents fanout-cast GPU state.  Must match
+``[agent] scheduler_topic`` of the agents.
+"""),
+    cfg.StrOpt(
+        'agent_topic',
+        default='gpu_nova_ext_agent',
+        help="""
+oslo.messaging topic on which a starting scheduler asks every agent to
+resend its state.  Must match ``[agent] agent_topic`` of the agents.
+"""),
+    cfg.IntOpt(
+        'max_payload_bytes',
+        default=1048576,
+        min=1024,
+        help="""
+Largest accepted GPU state payload in bytes (as JSON); a larger one is
+dropped with a log line.
+"""),
+    cfg.IntOpt(
+        'max_gpus_per_host',
+        default=64,
+        min=1,
+        help="""
+Most GPUs accepted in one host's state payload; a payload with more is
+dropped with a log line.
+"""),
+]
+
+
+def register_opts(conf):
+    conf.register_group(gpu_scheduler_group)
+    conf.register_opts(gpu_scheduler_opts, group=gpu_scheduler_group)
+
+
+def list_opts():
+    return {gpu_scheduler_group: gpu_scheduler_opts}

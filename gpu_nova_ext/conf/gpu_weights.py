@@ -1,0 +1,94 @@
+"""[gpu_weights] options: multipliers of the gpu_nova_ext weighers.
+
+Nova normalises each weigher's raw values across the hosts to [0, 1] and
+multiplies them by the weigher's multiplier, so each of Nova's built-in
+weighers adds at most its multiplier (1.0 by default) to a host's weight.
+RAM, CPU, disk and hypervisor-version weighers together spread load by up
+to about 4.0.  Defaults here are large enough that, for a GPU request, the
+GPU policy (binpack by default) decides, and small enough that Nova's
+build-failure and cross-cell weighers (1e6) still win.
+
+Every multiplier can be overridden per host aggregate with aggregate
+metadata of the same name.
+"""
+from oslo_config import cfg
+
+gpu_weights_group = cfg.OptGroup(
+    'gpu_weights',
+    title='GPU weigher multipliers',
+    help='Multipliers of the gpu_nova_ext weighers; each can be overridden '
+         'per aggregate by aggregate metadata of the same name.')
+
+gpu_weights_opts = [
+    cfg.FloatOpt(
+        'packing_weight_multiplier',
+        default=-10.0,
+        help="""
+Multiplier of GpuPackingWeigher, whose raw value is the host's free GPU
+capacity after this request.
+
+Possible values:
+
+* A negative number: binpack, fill hosts whose GPUs are already in use.
+* A positive number: spread GPU servers over hosts.
+* 0: off.
+
+The default (-10.0) outweighs Nova's RAM/CPU/disk spreading (about 4.0
+together) for GPU requests.
+"""),
+    cfg.FloatOpt(
+        'utilization_weight_multiplier',
+        default=2.0,
+        help="""
+Multiplier of GpuUtilizationWeigher (1 - mean utilization of the host's
+candidate GPUs).  Positive prefers idle GPUs.
+"""),
+    cfg.FloatOpt(
+        'thermal_weight_multiplier',
+        default=1.0,
+        help="""
+Multiplier of GpuThermalWeigher (thermal headroom: slowdown threshold
+minus temperature).  Positive prefers cool GPUs.
+"""),
+    cfg.FloatOpt(
+        'power_weight_multiplier',
+        default=0.0,
+        help="""
+Multiplier of GpuPowerWeigher (power headroom: limit minus draw).
+Positive prefers GPUs far from their power cap.  Off by default.
+"""),
+    cfg.FloatOpt(
+        'capability_weight_multiplier',
+        default=0.0,
+        help="""
+Multiplier of GpuCapabilityWeigher (relative capability of the host's GPU
+model, from ``capability_scores``).  Positive prefers the most capable
+GPUs; negative keeps them free for requests that need them.  Off by
+default.
+"""),
+    cfg.DictOpt(
+        'capability_scores',
+        default={},
+        help="""
+Relative capability per normalized GPU model, overriding or extending the
+shipped table, for example ``H100_SXM5_80GB:10,A100_80GB_PCIE:6,L4:2``.
+A model matches the longest key it starts with at a ``_`` boundary.
+"""),
+    cfg.FloatOpt(
+        'avoidance_weight_multiplier',
+        default=4.0,
+        help="""
+Multiplier of GpuHostAvoidanceWeigher: for a request without GPUs, how
+strongly to avoid hosts whose idle GPU capacity it would strand.  0 turns
+it off; GPU requests are not affected.
+"""),
+]
+
+
+def register_opts(conf):
+    conf.register_group(gpu_weights_group)
+    conf.register_opts(gpu_weights_opts, group=gpu_weights_group)
+
+
+def list_opts():
+    return {gpu_weights_group: gpu_weights_opts}

@@ -1,0 +1,75 @@
+"""[placement] options: how the agent and the CLI reach Placement.
+
+The standard keystoneauth session, auth and adapter options, so both a
+Keystone-protected Placement (``auth_type = password``) and a noauth2 one
+(``auth_type = admin_token``, ``endpoint = http://...``, ``token = admin``)
+work; plus the retry policy of our writes.
+"""
+from keystoneauth1 import loading as ks_loading
+from oslo_config import cfg
+
+DEFAULT_SERVICE_TYPE = 'placement'
+
+placement_group = cfg.OptGroup(
+    'placement',
+    title='Placement service options',
+    help='How gpu-nova-agent and gpu-nova-ext reach the Placement API.')
+
+placement_opts = [
+    cfg.IntOpt(
+        'max_conflict_retries',
+        default=5,
+        min=0,
+        help="""
+Times a generation-checked write is re-read and retried after Placement
+answers 409 ``placement.concurrent_update`` (another writer, usually
+nova-compute, changed the provider in between).  Each retry waits a short
+random (jittered) time first.
+"""),
+    cfg.IntOpt(
+        'max_request_retries',
+        default=3,
+        min=0,
+        help="""
+Times a request is retried after a connection error or a 5xx answer, with
+exponential backoff, before the cycle gives up on it (the next cycle tries
+again).
+"""),
+    cfg.FloatOpt(
+        'retry_backoff',
+        default=0.5,
+        min=0.0,
+        help="""
+Base delay in seconds of the exponential backoff between retries.
+"""),
+]
+
+
+def _adapter_opts():
+    opts = ks_loading.get_adapter_conf_options(include_deprecated=False)
+    for opt in opts:
+        if opt.dest == 'service_type':
+            opt.default = DEFAULT_SERVICE_TYPE
+        elif opt.dest == 'valid_interfaces':
+            opt.default = ['internal', 'public']
+    return opts
+
+
+def register_opts(conf):
+    conf.register_group(placement_group)
+    conf.register_opts(placement_opts, group=placement_group)
+    ks_loading.register_session_conf_options(conf, placement_group.name)
+    ks_loading.register_auth_conf_options(conf, placement_group.name)
+    conf.register_opts(_adapter_opts(), group=placement_group)
+
+
+def list_opts():
+    return {
+        placement_group: (
+            placement_opts +
+            ks_loading.get_session_conf_options() +
+            ks_loading.get_auth_common_conf_options() +
+            ks_loading.get_auth_plugin_conf_options('admin_token') +
+            ks_loading.get_auth_plugin_conf_options('v3password') +
+            _adapter_opts())
+    }

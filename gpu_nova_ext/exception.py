@@ -1,0 +1,88 @@
+"""Typed errors of gpu_nova_ext.
+
+Each message names the thing that is wrong and, where there is one, the
+fix.  Command-line entry points turn a GpuNovaExtException into one line on
+stderr and exit code 2 (a traceback only with ``--debug``).
+"""
+
+
+class GpuNovaExtException(Exception):
+    """Base class: ``msg_fmt`` is formatted with the keyword arguments."""
+
+    msg_fmt = 'An unknown gpu_nova_ext error occurred.'
+
+    def __init__(self, message: str | None = None, **kwargs):
+        self.kwargs = kwargs
+        if message is None:
+            try:
+                message = self.msg_fmt % kwargs
+            except (KeyError, TypeError, ValueError):
+                # A wrong format argument must not hide the real error.
+                message = '%s (%s)' % (self.msg_fmt, kwargs)
+        super().__init__(message)
+
+    def format_message(self) -> str:
+        return str(self)
+
+
+class ConfigError(GpuNovaExtException):
+    msg_fmt = 'Configuration error: %(reason)s'
+
+
+class InvalidOption(ConfigError):
+    msg_fmt = ('Invalid value %(value)r for option [%(group)s] %(option)s: '
+               '%(reason)s')
+
+
+class NotImplementedYet(GpuNovaExtException):
+    msg_fmt = ('%(what)s is not implemented yet in this release of '
+               'gpu-nova-ext.')
+
+
+class PluginLoadError(GpuNovaExtException):
+    msg_fmt = ('Could not load %(namespace)s plugin %(name)r: %(reason)s. '
+               'Installed plugins: %(available)s.')
+
+
+class LibvirtUnavailable(GpuNovaExtException):
+    msg_fmt = ('Cannot connect to libvirt at %(uri)s: %(reason)s. Check that '
+               'libvirtd runs and [agent] libvirt_uri (or --libvirt-uri) is '
+               'right.')
+
+
+class InventoryError(GpuNovaExtException):
+    msg_fmt = 'GPU inventory error in %(source)s: %(reason)s'
+
+
+class PlacementUnavailable(GpuNovaExtException):
+    msg_fmt = ('Placement is unreachable at %(endpoint)s: %(reason)s. Check '
+               'the [placement] options and that the service runs.')
+
+
+class PlacementAPIError(GpuNovaExtException):
+    msg_fmt = ('Placement answered %(status)s to %(method)s %(url)s '
+               '(request id %(request_id)s): %(detail)s')
+
+
+class PlacementConflict(PlacementAPIError):
+    msg_fmt = ('Placement kept answering 409 to %(method)s %(url)s after '
+               '%(retries)s retries: %(detail)s')
+
+
+class ComputeNodeNotFound(GpuNovaExtException):
+    msg_fmt = ('No compute node resource provider named %(host)r in '
+               'Placement yet. Start nova-compute on this host, or set '
+               '[DEFAULT] host to the hypervisor hostname nova-compute uses.')
+
+
+class InvalidStatePayload(GpuNovaExtException):
+    msg_fmt = 'Rejected GPU state payload from %(host)s: %(reason)s'
+
+
+class InvalidExtraSpec(GpuNovaExtException):
+    msg_fmt = ('Invalid flavor extra spec %(key)s=%(value)r: %(reason)s. '
+               'Allowed: %(allowed)s')
+
+
+class ScenarioError(GpuNovaExtException):
+    msg_fmt = 'Scenario %(file)s, %(entry)s: %(reason)s'

@@ -1,0 +1,181 @@
+"""The host GPU inventory records and the inventory source contract.
+
+Sources (libvirt, NVML, sysfs, simulated) each report what they know about
+the GPUs of this host, keyed by normalized PCI address; the merge joins
+them into one :class:`HostInventory`.  These records are the shared
+language of discovery, the Placement translation, the state payload and
+the simulator.  Code that nova-scheduler or nova-api loads never imports
+this package.
+"""
+import abc
+import dataclasses
+from typing import Any
+
+
+@dataclasses.dataclass
+class MdevType:
+    """A mediated device type offered by a parent device (GPU or VF)."""
+
+    id: str                       # e.g. nvidia-471
+    name: str | None = None       # e.g. A100D-10C
+    device_api: str | None = None  # e.g. vfio-pci
+    available: int = 0            # available instances now
+    max: int | None = None        # instances when none is used
+    parent: str | None = None     # PCI address of the parent device
+    framebuffer_mib: int | None = None
+
+
+@dataclasses.dataclass
+class Mdev:
+    """An existing mediated device."""
+
+    uuid: str
+    type_id: str
+    parent: str
+
+
+@dataclasses.dataclass
+class Health:
+    state: str = 'healthy'        # healthy | degraded | unhealthy
+    reasons: list[str] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class Gpu:
+    """One physical GPU (a PCI physical function) and what it offers."""
+
+    pci_address: str
+    vendor: str | None = None              # nvidia | amd | intel
+    vendor_id: str | None = None           # '10de'
+    product_id: str | None = None          # '20b5'
+    product_name: str | None = None        # libvirt/NVML product string
+    model: str | None = None               # normalized, e.g. A100_80GB_PCIE
+    memory_mib: int | None = None
+    uuid: str | None = None
+    serial: str | None = None
+    numa_node: int | None = None
+    iommu_group: int | None = None
+    kernel_driver: str | None = None       # bound driver: nvidia, vfio-pci
+    driver_version: str | None = None      # NVIDIA driver, e.g. 550.54.15
+    cuda_driver_version: str | None = None
+    cuda_cc: str | None = None             # '8.0'
+    vfs: list[str] = dataclasses.field(default_factory=list)
+    mdev_types: list[MdevType] = dataclasses.field(default_factory=list)
+    mdevs: list[Mdev] = dataclasses.field(default_factory=list)
+    # NVML's supported vGPU types (framebuffer, max instances).
+    vgpu_types: list[MdevType] = dataclasses.field(default_factory=list)
+    # NVIDIA vendor-specific VFIO vGPU types creatable on the VFs (sysfs).
+    vfio_vgpu_types: list[MdevType] = dataclasses.field(default_factory=list)
+    mig_capable: bool | None = None
+    mig_enabled: bool | None = None
+    mig_pending: bool | None = None
+    mode: str | None = None                # see naming.MODES
+    offered_vgpu_type: str | None = None
+    slowdown_temperature_c: float | None = None
+    shutdown_temperature_c: float | None = None
+    power_limit_w: float | None = None
+    metrics: dict[str, Any] = dataclasses.field(default_factory=dict)
+    health: Health = dataclasses.field(default_factory=Health)
+    # Filled by the Placement reporter: providers backed by this GPU.
+    provider_uuids: list[str] = dataclasses.field(default_factory=list)
+    sources: list[str] = dataclasses.field(default_factory=list)
+
+    def to_state(self) -> dict[str, Any]:
+        """The GPU object of the state payload (DESIGN section 5)."""
+        types = self.vgpu_types or self.mdev_types or self.vfio_vgpu_types
+        metrics = dict(self.metrics)
+        if self.slowdown_temperature_c is not None:
+            metrics.setdefault('slowdown_temperature_c',
+                               self.slowdown_temperature_c)
+        if self.power_limit_w is not None:
+            metrics.setdefault('power_limit_w', self.power_limit_w)
+        return {
+            'pci_address': self.pci_address,
+            'vfs': list(self.vfs),
+            'provider_uuids': list(self.provider_uuids),
+            'vendor': self.vendor,
+            'model': self.model,
+            'memory_mib': self.memory_mib,
+            'uuid': self.uuid,
+            'numa_node': self.numa_node,
+            'mode': self.mode,
+            'offered_vgpu_type': self.offered_vgpu_type,
+            'driver_version': self.driver_version,
+            'cuda_cc': self.cuda_cc,
+            'vgpu_types': [
+                {'id': t.id, 'name': t.name,
+                 'framebuffer_mib': t.framebuffer_mib,
+                 'available': t.available, 'max': t.max}
+                for t in self._merged_vgpu_types(types)],
+            'mig': {'capable': self.mig_capable,
+                    'enabled': self.mig_enabled},
+            'health': {'state': self.health.state,
+                       'reasons': list(self.health.reasons)},
+            'metrics': metrics,
+        }
+
+    def _merged_vgpu_types(self, types):
+        # libvirt knows availability, NVML the framebuffer: join by id/name
+        by_key = {}
+        for t in self.vgpu_types:
+            by_key[t.id] = t
+            if t.name:
+                by_key[t.name] = t
+        out = []
+        for t in (self.mdev_types or self.vfio_vgpu_types or types):
+            nv = by_key.get(t.id) or (t.name and by_key.get(t.name))
+            out.append(MdevType(
+                id=t.id, name=t.name or (nv.name if nv else None),
+                available=t.available,
+                max=t.max if t.max is not None else (nv.max if nv else None),
+                framebuffer_mib=(t.framebuffer_mib if t.framebuffer_mib
+                                 else (nv.framebuffer_mib if nv else None))))
+        return out
+
+
+@dataclasses.dataclass
+class HostInventory:
+    host: str
+    gpus: list[Gpu] = dataclasses.field(default_factory=list)
+    warnings: list[str] = dataclasses.field(default_factory=list)
+
+    def gpu(self, pci_address: str) -> Gpu | None:
+        for gpu in self.gpus:
+            if gpu.pci_address == pci_address:
+                return gpu
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        """``discover --format json``: ``{"host": ..., "gpus": [...]}``."""
+        return {'host': self.host,
+                'gpus': [g.to_state() for g in self.gpus]}
+
+
+class InventorySource(abc.ABC):
+    """Contract of a ``gpu_nova_ext.inventory.sources`` plugin.
+
+    A source is built with the agent's ConfigOpts and reports partial
+    :class:`Gpu` records keyed by normalized PCI address; the merge joins
+    the reports of all configured sources in their configured order (a
+    later source fills fields an earlier one left empty; ``metrics`` and
+    ``health`` come from the last source that sets them).
+    """
+
+    #: entry point name, e.g. ``libvirt``
+    name: str = ''
+
+    def __init__(self, conf):
+        self.conf = conf
+
+    @abc.abstractmethod
+    def discover(self) -> dict[str, Gpu]:
+        """Return what this source knows, by PCI address.
+
+        A source that cannot run at all (library missing, driver not
+        loaded) returns an empty dict and logs one warning; a source that
+        was explicitly asked for and whose service is unreachable raises
+        a typed exception from :mod:`gpu_nova_ext.exception`.
+        """
+
+    def close(self) -> None:
+        """Release connections; the default holds none."""

@@ -1,0 +1,162 @@
+"""One place for GPU model normalization and every trait name we write.
+
+Pure functions with no I/O and no heavy imports: the agent, the Placement
+translation, the scheduler plugins and the nova.conf generator all share
+them, so a model is spelled the same everywhere.
+"""
+import re
+
+import os_traits
+
+TRAIT_PREFIX = 'CUSTOM_GPU_'
+OWNER_TRAIT = 'CUSTOM_GPU_OWNER_GPU_NOVA_EXT'
+HOST_TRAIT = 'CUSTOM_GPU_HOST'
+MIG_CAPABLE_TRAIT = 'CUSTOM_GPU_MIG_CAPABLE'
+MIG_ENABLED_TRAIT = 'CUSTOM_GPU_MIG_ENABLED'
+
+VENDORS = ('nvidia', 'amd', 'intel')
+VENDOR_IDS = {'10de': 'nvidia', '1002': 'amd', '8086': 'intel'}
+
+MODE_PASSTHROUGH = 'passthrough'
+MODE_VGPU = 'vgpu'
+MODE_VGPU_VFIO = 'vgpu-vfio'
+MODE_MIG_VGPU = 'mig-vgpu'
+MODES = (MODE_PASSTHROUGH, MODE_VGPU, MODE_VGPU_VFIO, MODE_MIG_VGPU)
+
+# Memory sizes GPUs are sold with, in GB.  NVML and sysfs report somewhat
+# less than the marketed size (a T4 reports 15 GiB, an L4 22.5 GiB).
+MARKETED_MEMORY_GB = (1, 2, 3, 4, 5, 6, 8, 10, 11, 12, 16, 20, 24, 32, 40,
+                      48, 64, 80, 94, 96, 128, 141, 144, 180, 192, 256, 288)
+
+_VENDOR_WORDS = re.compile(r'^\s*(NVIDIA|AMD|INTEL)(\(R\))?[\s_\-]+',
+                           re.IGNORECASE)
+_NON_ALNUM = re.compile(r'[^A-Z0-9]+')
+_TRAIT_RE = re.compile(r'^CUSTOM_[A-Z0-9_]+$')
+
+
+def normalize_model(name: str) -> str:
+    """NVML/PCI product name -> normalized model.
+
+    Drops a leading vendor word, upper-cases, turns runs of
+    non-alphanumerics into ``_`` and strips ``_`` at the ends:
+    ``"NVIDIA A100 80GB PCIe"`` -> ``"A100_80GB_PCIE"``.
+    """
+    if not name:
+        return ''
+    stripped = _VENDOR_WORDS.sub('', name.strip(), count=1)
+    return _NON_ALNUM.sub('_', stripped.upper()).strip('_')
+
+
+def model_matches(requested: str, model: str) -> bool:
+    """True when ``requested`` equals ``model`` or is its prefix at a ``_``.
+
+    Both sides are normalized first: ``A100`` matches ``A100_80GB_PCIE``
+    but not ``A1000``.
+    """
+    req = normalize_model(requested)
+    mod = normalize_model(model)
+    if not req or not mod:
+        return False
+    return mod == req or mod.startswith(req + '_')
+
+
+def marketed_memory_gb(memory_mib: int) -> int:
+    """Physical memory in MiB -> the marketed size in GB."""
+    gib = memory_mib / 1024.0
+    for size in MARKETED_MEMORY_GB:
+        if size >= gib * 0.98:
+            return size
+    return int(round(gib))
+
+
+def _custom(*parts: str) -> str:
+    trait = TRAIT_PREFIX + '_'.join(
+        _NON_ALNUM.sub('_', str(p).upper()).strip('_') for p in parts)
+    if not _TRAIT_RE.match(trait) or len(trait) > 255:
+        raise ValueError('%r is not a valid custom trait name' % trait)
+    return trait
+
+
+def vendor_trait(vendor: str) -> str:
+    return _custom('VENDOR', vendor)
+
+
+def model_trait(model: str) -> str:
+    return _custom('MODEL', normalize_model(model))
+
+
+def memory_trait(memory_mib: int) -> str:
+    return _custom('MEMORY', '%dGB' % marketed_memory_gb(memory_mib))
+
+
+def cuda_cc_traits(cuda_cc: str) -> list[str]:
+    """``"8.0"`` -> our trait plus os-traits' standard one where it has it."""
+    major, _, minor = cuda_cc.partition('.')
+    traits = [_custom('CUDA_CC', major, minor or '0')]
+    std = 'HW_GPU_CUDA_COMPUTE_CAPABILITY_V%s_%s' % (major, minor or '0')
+    if hasattr(os_traits, std):
+        traits.append(std)
+    return traits
+
+
+def driver_trait(driver_version: str) -> str:
+    """``"550.54.15"`` -> ``CUSTOM_GPU_DRIVER_550``."""
+    return _custom('DRIVER', driver_version.split('.')[0])
+
+
+def mode_trait(mode: str) -> str:
+    """Offering mode -> trait; every vGPU flavour is ``MODE_VGPU``."""
+    if mode == MODE_PASSTHROUGH:
+        return _custom('MODE', 'PASSTHROUGH')
+    return _custom('MODE', 'VGPU')
+
+
+def model_resource_class(model: str) -> str:
+    """Inventory class of our own providers in ``inventory`` mode."""
+    return _custom(normalize_model(model))
+
+
+def is_ours(trait: str) -> bool:
+    """True for the traits this project may add and remove."""
+    return trait.startswith(TRAIT_PREFIX)
+
+
+def pgpu_provider_name(nodename: str, pci_address: str) -> str:
+    """Name nova-compute gives the libvirt pGPU provider of a PCI device."""
+    return '%s_pci_%s' % (nodename, re.sub(r'[:.]', '_', pci_address))
+
+
+def pci_provider_name(nodename: str, pci_address: str) -> str:
+    """Name nova-compute gives a PCI-in-Placement provider."""
+    return '%s_%s' % (nodename, pci_address.upper())
+
+
+def own_provider_name(nodename: str, pci_address: str) -> str:
+    """Name of our own provider for a GPU in ``inventory`` mode."""
+    return '%s_gpu_%s' % (nodename, pci_address)
+
+
+_PCI_RE = re.compile(
+    r'^(?:([0-9a-fA-F]{1,4}):)?([0-9a-fA-F]{1,2}):([0-9a-fA-F]{1,2})'
+    r'[.:]([0-7])$')
+
+
+def normalize_pci_address(address: str) -> str:
+    """Any common spelling -> ``0000:3b:00.0``.
+
+    Accepts NVML's ``00000000:3B:00.0``, libvirt's ``pci_0000_3b_00_0`` and
+    a missing domain.  Raises ValueError for anything else.
+    """
+    addr = address.strip()
+    if addr.startswith('pci_'):
+        parts = addr[4:].split('_')
+        if len(parts) == 4:
+            addr = '%s:%s:%s.%s' % tuple(parts)
+    m = _PCI_RE.match(addr.split(':', 1)[-1] if addr.count(':') == 2
+                      and len(addr.split(':', 1)[0]) == 8 else addr)
+    if not m:
+        raise ValueError('%r is not a PCI address (expected like '
+                         '0000:3b:00.0)' % address)
+    domain, bus, slot, func = m.groups()
+    return '%04x:%02x:%02x.%s' % (int(domain or '0', 16), int(bus, 16),
+                                  int(slot, 16), func)

@@ -1,0 +1,37 @@
+"""The console entry points: bad input gives one line and exit code 2."""
+import contextlib
+import io
+import os
+import tempfile
+
+import testtools
+
+from gpu_nova_ext.cmd import agent
+from gpu_nova_ext.cmd import cli
+
+
+class TestCliErrors(testtools.TestCase):
+
+    def _run(self, main, argv):
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            rc = main(argv)
+        return rc, err.getvalue()
+
+    def test_missing_config_file_names_it(self):
+        rc, err = self._run(cli.main, ['--config-file', '/nonexistent.conf',
+                                       'audit'])
+        self.assertEqual(2, rc)
+        self.assertIn('/nonexistent.conf', err)
+        self.assertNotIn('Traceback', err)
+
+    def test_bad_option_value_names_option(self):
+        with tempfile.NamedTemporaryFile('w', suffix='.conf',
+                                         delete=False) as f:
+            f.write('[agent]\nmode = sideways\n')
+        self.addCleanup(os.unlink, f.name)
+        rc, err = self._run(agent.main, ['--config-file', f.name])
+        self.assertEqual(2, rc)
+        self.assertIn('mode', err)
+        self.assertIn('sideways', err)
+        self.assertEqual(1, len(err.strip().splitlines()), err)
