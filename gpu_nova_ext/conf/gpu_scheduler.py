@@ -65,6 +65,21 @@ oslo.messaging topic on which agents fanout-cast GPU state.  Must match
 oslo.messaging topic on which a starting scheduler asks every agent to
 resend its state.  Must match ``[agent] agent_topic`` of the agents.
 """),
+    cfg.BoolOpt(
+        'state_listener',
+        default=True,
+        help="""
+Whether the GPU filters and weighers start the GPU state listener (an
+oslo.messaging RPC server on ``state_topic``, using nova-scheduler's
+``transport_url``) in each nova-scheduler process the first time they run.
+
+Possible values:
+
+* True: the state cache receives the agents' casts by itself.
+* False: something else feeds the cache (the simulator, tests, tools);
+  without it every host counts as having no GPU state and
+  ``missing_state_policy`` decides.
+"""),
     cfg.IntOpt(
         'max_payload_bytes',
         default=1048576,
