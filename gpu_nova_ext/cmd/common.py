@@ -1,9 +1,9 @@
 """What every console entry point shares: config loading, logging, and
 turning typed errors into one line and exit code 2."""
 import argparse
+from collections.abc import Callable
 import sys
 import traceback
-from collections.abc import Callable
 
 from oslo_config import cfg
 from oslo_log import log as logging
