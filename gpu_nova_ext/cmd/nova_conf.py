@@ -1,12 +1,79 @@
-"""``gpu-nova-ext nova-conf``."""
+"""``gpu-nova-ext nova-conf``: a nova.conf drop-in from this host's GPUs."""
+import argparse
+import os
+import sys
+
+from oslo_config import cfg
+
 from gpu_nova_ext import exception
+from gpu_nova_ext.operator import nova_conf
+
+NUMA_POLICIES = ('required', 'legacy', 'preferred', 'socket')
 
 
-def register(subparsers):
+def register(subparsers) -> None:
     parser = subparsers.add_parser(
-        'nova-conf', help='Not implemented yet.')
+        'nova-conf',
+        help="Write a nova.conf drop-in for this host's GPUs.",
+        description=(
+            "Discover this host's GPUs and write an oslo.config drop-in for "
+            "/etc/nova/nova.conf.d/: [pci] device_spec (resource_class and "
+            "traits tags) and alias for passthrough and vendor-VFIO vGPU, "
+            "[devices] enabled_mdev_types and [mdev_<type>] sections for "
+            "mdev vGPU, and the [filter_scheduler] options that load "
+            "gpu-nova-ext's filters and weighers."))
+    parser.add_argument(
+        '--libvirt-uri', metavar='URI',
+        help='libvirt URI to discover from (default: [agent] libvirt_uri).')
+    parser.add_argument(
+        '--output', '-o', metavar='FILE',
+        help='Write to FILE instead of standard output.')
+    parser.add_argument(
+        '--vgpu-type', action='append', default=[], metavar='TYPE',
+        help='vGPU type to offer (mdev type id such as nvidia-471 or name '
+             'such as A100D-10C); may be repeated, in order of preference. '
+             'Default: the type Nova offers now, else the first listed.')
+    parser.add_argument(
+        '--no-pci-in-placement', dest='pci_in_placement',
+        action='store_false',
+        help='Do not report PCI devices in Placement (legacy PCI tracking).')
+    parser.add_argument(
+        '--no-scheduler', dest='scheduler', action='store_false',
+        help='Leave out the [filter_scheduler] section.')
+    parser.add_argument(
+        '--numa-policy', choices=NUMA_POLICIES,
+        help='numa_policy of the generated [pci] alias entries.')
     parser.set_defaults(func=run)
 
 
-def run(args, conf):
-    raise exception.NotImplementedYet(what="'gpu-nova-ext nova-conf'")
+def options_from_args(args: argparse.Namespace
+                      ) -> nova_conf.GeneratorOptions:
+    return nova_conf.GeneratorOptions(
+        vgpu_types=tuple(args.vgpu_type),
+        pci_in_placement=args.pci_in_placement,
+        scheduler=args.scheduler,
+        numa_policy=args.numa_policy)
+
+
+def run(args: argparse.Namespace, conf: cfg.ConfigOpts) -> int:
+    from gpu_nova_ext.inventory import manager
+
+    if args.libvirt_uri:
+        conf.set_override('libvirt_uri', args.libvirt_uri, group='agent')
+    inventory = manager.discover(conf)
+    text = nova_conf.generate(inventory, options_from_args(args)).render()
+    if not args.output or args.output == '-':
+        sys.stdout.write(text)
+        return 0
+    try:
+        tmp = args.output + '.tmp'
+        with open(tmp, 'w') as f:
+            f.write(text)
+        os.replace(tmp, args.output)
+    except OSError as exc:
+        raise exception.GpuNovaExtException(
+            'Cannot write %s: %s. Choose a writable --output path.'
+            % (args.output, exc.strerror or exc))
+    print('Wrote %s for %d GPU(s) of %s.' % (
+        args.output, len(inventory.gpus), inventory.host), file=sys.stderr)
+    return 0

@@ -1,0 +1,351 @@
+"""A nova.conf drop-in (for ``/etc/nova/nova.conf.d/``) from a host's GPUs.
+
+:func:`generate` is a pure function of a
+:class:`~gpu_nova_ext.inventory.base.HostInventory`: it decides, GPU by
+GPU, how Nova offers it and writes the options Nova needs for that:
+
+* ``passthrough``: a ``[pci] device_spec`` entry for the GPU's address
+  tagged with a per-model ``resource_class`` (``CUSTOM_GPU_<MODEL>``) and
+  our static traits (vendor, model, memory, CUDA capability, driver branch,
+  mode, MIG), ``managed=yes``, ``live_migratable=no``; one ``[pci] alias``
+  per model (``gpu-<model>``).  Nova replaces the trait set of its PCI
+  providers from these tags on every update, so the device_spec is the
+  only place where such a provider's traits can come from.
+* ``vgpu-vfio`` (NVIDIA's vendor-specific VFIO vGPU): a ``device_spec``
+  entry per VF with ``resource_class`` ``CUSTOM_GPU_VGPU_<TYPE>``,
+  ``managed=no`` (the NVIDIA variant driver owns the VF) and
+  ``live_migratable=yes``; one alias per vGPU type (``vgpu-<type>``).
+* ``vgpu`` and ``mig-vgpu`` (mdev): ``[devices] enabled_mdev_types`` and an
+  ``[mdev_<type>]`` section with ``device_addresses`` (the GPU, or its VFs
+  where the type lives on VFs) and ``max_instances``.  The agent writes the
+  traits of these providers itself.
+* The scheduler side: ``[filter_scheduler]`` ``available_filters``,
+  ``enabled_filters`` (Nova's defaults, ``PciPassthroughFilter`` and ours),
+  ``weight_classes`` and ``pci_in_placement``, plus ``[pci]
+  report_in_placement``.
+
+Nova reads ``[pci] alias`` on nova-api and nova-scheduler too, so the same
+drop-in (or its ``[pci] alias`` and ``[filter_scheduler]`` part) belongs on
+the controllers.
+"""
+import dataclasses
+import json
+
+from gpu_nova_ext.inventory import base
+from gpu_nova_ext import naming
+
+#: Nova 34's default ``[filter_scheduler] enabled_filters``.
+NOVA_DEFAULT_FILTERS = (
+    'ComputeFilter', 'ComputeCapabilitiesFilter', 'ImagePropertiesFilter',
+    'ServerGroupAntiAffinityFilter', 'ServerGroupAffinityFilter')
+PCI_FILTER = 'PciPassthroughFilter'
+GPU_FILTERS = (
+    'GpuModelFilter', 'GpuMemoryFilter', 'GpuCapabilityFilter',
+    'GpuHealthFilter', 'GpuCandidateOrderFilter')
+AVAILABLE_FILTERS = (
+    'nova.scheduler.filters.all_filters',
+    'gpu_nova_ext.scheduler.filters.all_filters')
+WEIGHT_CLASSES = (
+    'nova.scheduler.weights.all_weighers',
+    'gpu_nova_ext.scheduler.weighers.all_weighers')
+
+VGPU_RC_PREFIX = 'CUSTOM_GPU_VGPU_'
+
+
+def _slug(text: str) -> str:
+    return naming.normalize_model(text).lower().replace('_', '-')
+
+
+def alias_name(model: str) -> str:
+    """``[pci] alias`` name of a passthrough GPU model: ``gpu-a100-80gb-pcie``.
+
+    Usable in ``pci_passthrough:alias`` (no ``:`` or ``,``).
+    """
+    return 'gpu-' + _slug(model)
+
+
+def vgpu_alias_name(vgpu_type: str) -> str:
+    """Alias of a vendor-VFIO vGPU type: ``vgpu-a100d-10c``."""
+    return 'vgpu-' + _slug(vgpu_type)
+
+
+def pci_resource_class(model: str) -> str:
+    """Resource class of a passthrough GPU: ``CUSTOM_GPU_A100_80GB_PCIE``.
+
+    The same class the agent's ``inventory`` mode uses for its own
+    providers, so flavors do not depend on which of the two counts a GPU.
+    """
+    return naming.model_resource_class(model)
+
+
+def vgpu_resource_class(vgpu_type: str) -> str:
+    """Resource class of vendor-VFIO vGPU VFs: ``CUSTOM_GPU_VGPU_L40S_12Q``."""
+    return VGPU_RC_PREFIX + naming.normalize_model(vgpu_type)
+
+
+def effective_mode(gpu: base.Gpu) -> str:
+    """How the GPU is offered: discovery's answer, else what it has."""
+    if gpu.mode:
+        return gpu.mode
+    if gpu.mdev_types:
+        return (naming.MODE_MIG_VGPU if gpu.mig_enabled
+                else naming.MODE_VGPU)
+    if gpu.vfio_vgpu_types:
+        return naming.MODE_VGPU_VFIO
+    return naming.MODE_PASSTHROUGH
+
+
+def static_traits(gpu: base.Gpu, mode: str | None = None) -> list[str]:
+    """Our static traits of a GPU (DESIGN section 2), sorted."""
+    traits = set()
+    if gpu.vendor:
+        traits.add(naming.vendor_trait(gpu.vendor))
+    if gpu.model:
+        traits.add(naming.model_trait(gpu.model))
+    if gpu.memory_mib:
+        traits.add(naming.memory_trait(gpu.memory_mib))
+    if gpu.cuda_cc:
+        traits.update(naming.cuda_cc_traits(gpu.cuda_cc))
+    if gpu.driver_version:
+        traits.add(naming.driver_trait(gpu.driver_version))
+    traits.add(naming.mode_trait(mode or effective_mode(gpu)))
+    if gpu.mig_capable:
+        traits.add(naming.MIG_CAPABLE_TRAIT)
+    if gpu.mig_enabled:
+        traits.add(naming.MIG_ENABLED_TRAIT)
+    return sorted(traits)
+
+
+@dataclasses.dataclass
+class GeneratorOptions:
+    """What the operator chose; the defaults suit Nova 34."""
+
+    #: vGPU types to offer (ids like ``nvidia-471`` or names like
+    #: ``A100D-10C``), in order of preference; empty: what Nova already
+    #: offers (``Gpu.offered_vgpu_type``), else the first type listed.
+    vgpu_types: tuple[str, ...] = ()
+    #: ``[pci] report_in_placement`` / ``[filter_scheduler]
+    #: pci_in_placement``: PCI devices as Placement providers.
+    pci_in_placement: bool = True
+    #: write the ``[filter_scheduler]`` section
+    scheduler: bool = True
+    #: ``numa_policy`` of the aliases (``legacy`` when None)
+    numa_policy: str | None = None
+
+
+@dataclasses.dataclass
+class DropIn:
+    """The generated options, section by section, in writing order.
+
+    ``sections`` maps a group to ``(option, value)`` pairs; an option that
+    appears several times is a multi-valued one (``device_spec``).
+    ``notes`` are the decisions an operator should read (also written as
+    comments at the top of the file).
+    """
+
+    host: str
+    sections: dict[str, list[tuple[str, str]]] = dataclasses.field(
+        default_factory=dict)
+    notes: list[str] = dataclasses.field(default_factory=list)
+
+    def add(self, section: str, option: str, value: str) -> None:
+        self.sections.setdefault(section, []).append((option, value))
+
+    def values(self, section: str, option: str) -> list[str]:
+        return [v for o, v in self.sections.get(section, []) if o == option]
+
+    def render(self) -> str:
+        lines = ['# nova.conf drop-in for GPU host %s, written by '
+                 '"gpu-nova-ext nova-conf".' % self.host,
+                 '# Put it in /etc/nova/nova.conf.d/ (nova-compute, and the '
+                 '[pci] alias and',
+                 '# [filter_scheduler] parts on nova-api and '
+                 'nova-scheduler), then restart them.']
+        for note in self.notes:
+            lines.append('# NOTE: %s' % note)
+        for section, pairs in self.sections.items():
+            lines.append('')
+            lines.append('[%s]' % section)
+            for option, value in pairs:
+                lines.append('%s = %s' % (option, value))
+        return '\n'.join(lines) + '\n'
+
+
+def _json(spec: dict[str, str]) -> str:
+    return json.dumps(spec, separators=(', ', ': '))
+
+
+def _choose_type(gpu: base.Gpu, types: list[base.MdevType],
+                 opts: GeneratorOptions,
+                 notes: list[str]) -> base.MdevType | None:
+    def find(wanted):
+        for t in types:
+            if wanted in (t.id, t.name):
+                return t
+        return None
+
+    if opts.vgpu_types:
+        for wanted in opts.vgpu_types:
+            found = find(wanted)
+            if found:
+                return found
+        notes.append('GPU %s offers none of the vGPU types asked for (%s); '
+                     'left out. It offers: %s.' % (
+                         gpu.pci_address, ', '.join(opts.vgpu_types),
+                         ', '.join(_type_label(t) for t in types) or 'none'))
+        return None
+    if gpu.offered_vgpu_type:
+        found = find(gpu.offered_vgpu_type)
+        if found:
+            return found
+    if not types:
+        return None
+    chosen = types[0]
+    if len({t.id for t in types}) > 1:
+        notes.append('GPU %s: offering vGPU type %s, the first it lists; '
+                     'pass --vgpu-type to choose another.' % (
+                         gpu.pci_address, _type_label(chosen)))
+    return chosen
+
+
+def _type_label(t: base.MdevType) -> str:
+    return '%s (%s)' % (t.id, t.name) if t.name else t.id
+
+
+def _passthrough(gpu: base.Gpu, drop: DropIn, aliases: dict,
+                 opts: GeneratorOptions) -> None:
+    if not gpu.model:
+        drop.notes.append('GPU %s has no known model; left out of [pci] '
+                          'device_spec.' % gpu.pci_address)
+        return
+    rc = pci_resource_class(gpu.model)
+    spec = {}
+    if gpu.vendor_id:
+        spec['vendor_id'] = gpu.vendor_id
+    if gpu.product_id:
+        spec['product_id'] = gpu.product_id
+    spec.update({
+        'address': gpu.pci_address,
+        'resource_class': rc,
+        'traits': ','.join(static_traits(gpu, naming.MODE_PASSTHROUGH)),
+        'managed': 'yes',
+        'live_migratable': 'no',
+    })
+    drop.add('pci', 'device_spec', _json(spec))
+    name = alias_name(gpu.model)
+    if name not in aliases:
+        alias = {'name': name}
+        if gpu.vendor_id and gpu.product_id:
+            alias.update(vendor_id=gpu.vendor_id, product_id=gpu.product_id)
+        elif not opts.pci_in_placement:
+            drop.notes.append('alias %s: the PCI vendor/product IDs of %s are '
+                              'unknown and Nova needs them without PCI in '
+                              'Placement.' % (name, gpu.pci_address))
+        alias['resource_class'] = rc
+        if opts.numa_policy:
+            alias['numa_policy'] = opts.numa_policy
+        aliases[name] = alias
+
+
+def _vgpu_vfio(gpu: base.Gpu, drop: DropIn, aliases: dict,
+               opts: GeneratorOptions) -> None:
+    chosen = _choose_type(gpu, gpu.vfio_vgpu_types, opts, drop.notes)
+    if chosen is None:
+        return
+    if not gpu.vfs:
+        drop.notes.append('GPU %s offers vendor VFIO vGPU but has no SR-IOV '
+                          'VFs enabled; enable them (nvidia sriov-manage) and '
+                          'run nova-conf again.' % gpu.pci_address)
+        return
+    type_name = chosen.name or chosen.id
+    rc = vgpu_resource_class(type_name)
+    traits = ','.join(static_traits(gpu, naming.MODE_VGPU_VFIO))
+    for vf in gpu.vfs:
+        spec = {}
+        if gpu.vendor_id:
+            spec['vendor_id'] = gpu.vendor_id
+        spec.update({'address': vf, 'resource_class': rc, 'traits': traits,
+                     'managed': 'no', 'live_migratable': 'yes'})
+        drop.add('pci', 'device_spec', _json(spec))
+    drop.notes.append('GPU %s: set vGPU type %s on its %d VFs (sysfs '
+                      'nvidia/current_vgpu_type) before nova-compute starts.'
+                      % (gpu.pci_address, _type_label(chosen), len(gpu.vfs)))
+    name = vgpu_alias_name(type_name)
+    if name not in aliases:
+        alias = {'name': name, 'device_type': 'type-VF',
+                 'resource_class': rc}
+        if not opts.pci_in_placement:
+            drop.notes.append('alias %s: vendor VFIO vGPU needs [pci] '
+                              'report_in_placement (VF product IDs are not '
+                              'known to this generator).' % name)
+        if opts.numa_policy:
+            alias['numa_policy'] = opts.numa_policy
+        aliases[name] = alias
+
+
+def _mdev(gpu: base.Gpu, mdev_types: dict, opts: GeneratorOptions,
+          notes: list[str]) -> None:
+    chosen = _choose_type(gpu, gpu.mdev_types, opts, notes)
+    if chosen is None:
+        return
+    entry = mdev_types.setdefault(chosen.id, {'addresses': [], 'max': 0})
+    for t in gpu.mdev_types:
+        if t.id != chosen.id:
+            continue
+        address = t.parent or gpu.pci_address
+        if address not in entry['addresses']:
+            entry['addresses'].append(address)
+            if entry['max'] is not None and t.max is not None:
+                entry['max'] += t.max
+            else:
+                entry['max'] = None
+
+
+def scheduler_section(drop: DropIn, opts: GeneratorOptions,
+                      with_pci: bool = True) -> None:
+    """Append the ``[filter_scheduler]`` options of DESIGN section 4."""
+    for path in AVAILABLE_FILTERS:
+        drop.add('filter_scheduler', 'available_filters', path)
+    filters = list(NOVA_DEFAULT_FILTERS)
+    if with_pci:
+        filters.append(PCI_FILTER)
+    filters += GPU_FILTERS
+    drop.add('filter_scheduler', 'enabled_filters', ','.join(filters))
+    drop.add('filter_scheduler', 'weight_classes', ','.join(WEIGHT_CLASSES))
+    drop.add('filter_scheduler', 'pci_in_placement',
+             str(opts.pci_in_placement))
+
+
+def generate(inventory: base.HostInventory,
+             opts: GeneratorOptions | None = None) -> DropIn:
+    """Compute the nova.conf drop-in of one host.  No I/O."""
+    opts = opts or GeneratorOptions()
+    drop = DropIn(host=inventory.host)
+    aliases: dict[str, dict[str, str]] = {}
+    mdev_types: dict[str, dict] = {}
+    for gpu in sorted(inventory.gpus, key=lambda g: g.pci_address):
+        mode = effective_mode(gpu)
+        if mode == naming.MODE_PASSTHROUGH:
+            _passthrough(gpu, drop, aliases, opts)
+        elif mode == naming.MODE_VGPU_VFIO:
+            _vgpu_vfio(gpu, drop, aliases, opts)
+        else:
+            _mdev(gpu, mdev_types, opts, drop.notes)
+    pci_used = bool(aliases)
+    if pci_used:
+        drop.add('pci', 'report_in_placement', str(opts.pci_in_placement))
+        for alias in aliases.values():
+            drop.add('pci', 'alias', _json(alias))
+    if mdev_types:
+        drop.add('devices', 'enabled_mdev_types', ','.join(mdev_types))
+        for type_id, entry in mdev_types.items():
+            section = 'mdev_%s' % type_id
+            drop.add(section, 'device_addresses',
+                     ','.join(entry['addresses']))
+            if entry['max']:
+                drop.add(section, 'max_instances', str(entry['max']))
+    if not inventory.gpus:
+        drop.notes.append('no GPU found on this host.')
+    if opts.scheduler:
+        scheduler_section(drop, opts, with_pci=True)
+    return drop
