@@ -69,6 +69,12 @@ class PlacementConflict(PlacementAPIError):
                '%(retries)s retries: %(detail)s')
 
 
+class PlacementInvalidResponse(PlacementAPIError):
+    msg_fmt = ('Placement answered %(method)s %(url)s (request id '
+               '%(request_id)s) with a body the API does not document: '
+               '%(detail)s')
+
+
 class ComputeNodeNotFound(GpuNovaExtException):
     msg_fmt = ('No compute node resource provider named %(host)r in '
                'Placement yet. Start nova-compute on this host, or set '
