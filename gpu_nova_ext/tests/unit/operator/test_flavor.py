@@ -1,0 +1,149 @@
+"""GPU flavor extra specs: Nova's keys, ours, and the CLI's dry run."""
+import contextlib
+import io
+
+from nova.api.validation.extra_specs import pci_passthrough
+from nova.api.validation.extra_specs import resources
+from nova.api.validation.extra_specs import traits
+import testtools
+
+from gpu_nova_ext.cmd import cli
+from gpu_nova_ext import exception
+from gpu_nova_ext.operator import flavor
+
+# Nova's validators of the namespaces we write (loaded one by one: Nova's
+# registry would load every installed namespace, ours included).
+NOVA_VALIDATORS = (resources.register() + traits.register()
+                   + pci_passthrough.register())
+
+
+def specs(**kw):
+    kw.setdefault('model', 'A100_80GB_PCIE')
+    return flavor.extra_specs(flavor.GpuFlavorRequest(**kw))
+
+
+class TestExtraSpecs(testtools.TestCase):
+
+    def test_mdev_vgpu(self):
+        self.assertEqual(
+            {'resources:VGPU': '1', 'gpu:model': 'A100', 'gpu:mode': 'vgpu',
+             'gpu:vgpu_type': 'A100D-10C', 'gpu:memory_min': '10GB'},
+            specs(model='A100', vgpu_type='A100D-10C', memory_min='10GB'))
+
+    def test_model_is_normalized(self):
+        self.assertEqual('A100_80GB_PCIE',
+                         specs(model='NVIDIA A100 80GB PCIe')['gpu:model'])
+
+    def test_exact_model_adds_trait(self):
+        out = specs(exact_model=True, count=2)
+        self.assertEqual('required',
+                         out['trait:CUSTOM_GPU_MODEL_A100_80GB_PCIE'])
+        self.assertEqual('2', out['resources:VGPU'])
+
+    def test_mig_backed_vgpu(self):
+        out = specs(vgpu_type='A100D-1-10C', mig=True)
+        self.assertEqual('required', out['trait:CUSTOM_GPU_MIG_ENABLED'])
+        self.assertEqual('1', out['resources:VGPU'])
+
+    def test_vendor_vfio_vgpu(self):
+        out = specs(model='L40S', vgpu_type='L40S-12Q', vgpu_backend='vfio')
+        self.assertEqual('vgpu-l40s-12q:1', out['pci_passthrough:alias'])
+        self.assertNotIn('resources:VGPU', out)
+        self.assertEqual('vgpu', out['gpu:mode'])
+
+    def test_vfio_needs_type(self):
+        exc = self.assertRaises(exception.GpuNovaExtException, specs,
+                                model='L40S', vgpu_backend='vfio')
+        self.assertIn('--vgpu-type', str(exc))
+
+    def test_passthrough_pci_in_placement(self):
+        out = specs(mode='passthrough', count=2, vendor='NVIDIA')
+        self.assertEqual(
+            {'pci_passthrough:alias': 'gpu-a100-80gb-pcie:2',
+             'trait:CUSTOM_GPU_VENDOR_NVIDIA': 'required',
+             'gpu:vendor': 'nvidia', 'gpu:model': 'A100_80GB_PCIE',
+             'gpu:mode': 'passthrough'}, out)
+
+    def test_passthrough_inventory_mode(self):
+        out = specs(mode='passthrough', pci_accounting='inventory', count=4,
+                    alias='a100')
+        self.assertEqual('a100:4', out['pci_passthrough:alias'])
+        self.assertEqual('4', out['resources:CUSTOM_GPU_A100_80GB_PCIE'])
+
+    def test_all_gpu_keys(self):
+        out = specs(cuda_cc_min='8.0', driver_min='550.54.15',
+                    health='degraded_ok', intra_host_policy='coolest',
+                    memory_min='40 GiB')
+        self.assertEqual('8.0', out['gpu:cuda_cc_min'])
+        self.assertEqual('550.54.15', out['gpu:driver_min'])
+        self.assertEqual('degraded_ok', out['gpu:health'])
+        self.assertEqual('coolest', out['gpu:intra_host_policy'])
+        self.assertEqual('40GiB', out['gpu:memory_min'])
+
+    def test_bad_values_named(self):
+        for kw, word in ((dict(memory_min='lots'), 'lots'),
+                         (dict(count=0), '--count'),
+                         (dict(mode='shared'), 'shared'),
+                         (dict(cuda_cc_min='8'), '--cuda-cc-min'),
+                         (dict(driver_min='r550'), 'r550'),
+                         (dict(vendor='matrox'), 'matrox'),
+                         (dict(model='--'), '--model'),
+                         (dict(mode='passthrough', vgpu_type='x'),
+                          '--vgpu-type')):
+            exc = self.assertRaises(exception.GpuNovaExtException, specs,
+                                    **kw)
+            self.assertIn(word, str(exc))
+
+    def test_size_parsing(self):
+        self.assertEqual(16384, flavor.parse_size_mib('16GB'))
+        self.assertEqual(16384, flavor.parse_size_mib('16 GiB'))
+        self.assertEqual(4096, flavor.parse_size_mib('4096'))
+        self.assertEqual(4096, flavor.parse_size_mib('4096mib'))
+
+    def test_nova_keys_pass_novas_validators(self):
+        # The keys Nova owns must pass nova-api's own validators.
+        for out in (specs(exact_model=True, mig=True, vendor='nvidia'),
+                    specs(mode='passthrough', pci_accounting='inventory'),
+                    specs(model='L40S', vgpu_type='L40S-12Q',
+                          vgpu_backend='vfio')):
+            for key, value in out.items():
+                if key.startswith('gpu:'):
+                    continue
+                errors = []
+                for validator in NOVA_VALIDATORS:
+                    try:
+                        validator.validate(key, value)
+                        break
+                    except Exception as exc:
+                        errors.append(str(exc))
+                else:
+                    self.fail('%s=%s: %s' % (key, value, errors))
+
+
+class TestDryRun(testtools.TestCase):
+
+    def _run(self, argv):
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), \
+                contextlib.redirect_stderr(err):
+            rc = cli.main(['--config-file', '/dev/null'] + argv)
+        return rc, out.getvalue(), err.getvalue()
+
+    def test_dry_run_prints_specs_and_cli(self):
+        rc, out, err = self._run(
+            ['flavor', 'create', 'vgpu.a100', '--model', 'A100',
+             '--count', '1', '--mode', 'vgpu', '--vgpu-type', 'A100D-10C',
+             '--vcpus', '8', '--ram', '32768', '--disk', '40', '--dry-run'])
+        self.assertEqual(0, rc, err)
+        self.assertIn('flavor vgpu.a100: vcpus=8 ram=32768MB disk=40GB', out)
+        self.assertIn('resources:VGPU', out)
+        self.assertIn('--property gpu:vgpu_type=A100D-10C', out)
+        self.assertIn('openstack flavor create', out)
+
+    def test_bad_input_is_one_line(self):
+        rc, out, err = self._run(
+            ['flavor', 'create', 'x', '--model', 'A100', '--memory-min',
+             'huge', '--dry-run'])
+        self.assertEqual(2, rc)
+        self.assertIn('huge', err)
+        self.assertEqual(1, len(err.strip().splitlines()))
