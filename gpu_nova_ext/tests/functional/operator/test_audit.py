@@ -1,0 +1,189 @@
+"""``gpu-nova-ext audit`` against a real Placement (embedded, loopback HTTP)
+holding providers shaped as nova-compute and the agent make them."""
+import argparse
+import contextlib
+import io
+import json
+import os
+import tempfile
+import uuid
+
+from oslotest import base
+
+from gpu_nova_ext.cmd import cli
+from gpu_nova_ext.cmd import common
+from gpu_nova_ext.operator import audit
+from gpu_nova_ext.placement import client as placement_client
+from gpu_nova_ext.placement import embedded
+
+
+def _uuid():
+    return str(uuid.uuid4())
+
+
+class Cluster:
+    """Populates Placement as Nova 34 and the agent would."""
+
+    def __init__(self, placement):
+        self.p = placement
+        self.uuids = {}
+
+    def call(self, method, path, body=None):
+        resp = self.p.direct_request(method, path, body)
+        assert resp.status < 300, (method, path, resp.status, resp.body)
+        return resp.body
+
+    def provider(self, name, parent=None, inventory=None, traits=(),
+                 reserved=0):
+        rp = _uuid()
+        body = {'name': name, 'uuid': rp}
+        if parent:
+            body['parent_provider_uuid'] = self.uuids[parent]
+        self.call('POST', '/resource_providers', body)
+        self.uuids[name] = rp
+        gen = 0
+        if inventory:
+            for rc in inventory:
+                if rc.startswith('CUSTOM_'):
+                    self.call('PUT', '/resource_classes/%s' % rc)
+            gen = self.call('PUT', '/resource_providers/%s/inventories' % rp,
+                            {'resource_provider_generation': gen,
+                             'inventories': {
+                                 rc: {'total': total, 'reserved': reserved}
+                                 for rc, total in inventory.items()}}
+                            )['resource_provider_generation']
+        if traits:
+            for t in traits:
+                if t.startswith('CUSTOM_'):
+                    self.call('PUT', '/traits/%s' % t)
+            self.call('PUT', '/resource_providers/%s/traits' % rp,
+                      {'resource_provider_generation': gen,
+                       'traits': list(traits)})
+        return rp
+
+    def allocate(self, name, rc, amount):
+        self.call('PUT', '/allocations/%s' % _uuid(), {
+            'allocations': {self.uuids[name]: {'resources': {rc: amount}}},
+            'project_id': _uuid(), 'user_id': _uuid(),
+            'consumer_generation': None, 'consumer_type': 'INSTANCE'})
+
+
+def gpu_traits(model, driver, mode):
+    return ['CUSTOM_GPU_VENDOR_NVIDIA', 'CUSTOM_GPU_MODEL_%s' % model,
+            'CUSTOM_GPU_DRIVER_%s' % driver, 'CUSTOM_GPU_MODE_%s' % mode]
+
+
+class TestAuditAgainstPlacement(base.BaseTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.placement = embedded.EmbeddedPlacement()
+        endpoint = self.placement.start()
+        self.addCleanup(self.placement.close)
+        c = self.cluster = Cluster(self.placement)
+        for host in ('cmp-1', 'cmp-2', 'cmp-3', 'cmp-4'):
+            c.provider(host, inventory={'VCPU': 64, 'MEMORY_MB': 262144},
+                       traits=['CUSTOM_GPU_HOST'])
+        # cmp-1: two T4 vGPU parents (libvirt pGPU providers), driver 535
+        for addr in ('0000_84_00_0', '0000_85_00_0'):
+            c.provider('cmp-1_pci_%s' % addr, parent='cmp-1',
+                       inventory={'VGPU': 16},
+                       traits=gpu_traits('T4', '535', 'VGPU'))
+        c.allocate('cmp-1_pci_0000_84_00_0', 'VGPU', 3)
+        # cmp-1 also has a NIC in PCI-in-Placement: not a GPU
+        c.provider('cmp-1_0000:18:00.0', parent='cmp-1',
+                   inventory={'CUSTOM_PCI_8086_1592': 1},
+                   traits=['COMPUTE_MANAGED_PCI_DEVICE'])
+        # cmp-2: two A100 passthrough in PCI-in-Placement, driver 550
+        for addr in ('0000:3B:00.0', '0000:3C:00.0'):
+            c.provider('cmp-2_%s' % addr, parent='cmp-2',
+                       inventory={'CUSTOM_GPU_A100_80GB_PCIE': 1},
+                       traits=['COMPUTE_MANAGED_PCI_DEVICE'] + gpu_traits(
+                           'A100_80GB_PCIE', '550', 'PASSTHROUGH'))
+        c.allocate('cmp-2_0000:3B:00.0', 'CUSTOM_GPU_A100_80GB_PCIE', 1)
+        # cmp-3: the agent's inventory mode, GPU reserved, driver 550
+        c.provider('cmp-3_gpu_0000:3b:00.0', parent='cmp-3',
+                   inventory={'CUSTOM_GPU_A100_80GB_PCIE': 1}, reserved=1,
+                   traits=['CUSTOM_GPU_OWNER_GPU_NOVA_EXT'] + gpu_traits(
+                       'A100_80GB_PCIE', '550', 'PASSTHROUGH'))
+        # cmp-4: an A100 with one pGPU provider per SR-IOV VF, driver 550
+        for addr in ('0000_86_00_4', '0000_86_00_5', '0000_86_01_0'):
+            c.provider('cmp-4_pci_%s' % addr, parent='cmp-4',
+                       inventory={'VGPU': 1},
+                       traits=gpu_traits('A100_80GB_PCIE', '550', 'VGPU'))
+        c.allocate('cmp-4_pci_0000_86_00_5', 'VGPU', 1)
+
+        with tempfile.NamedTemporaryFile('w', suffix='.conf',
+                                         delete=False) as f:
+            # the embedded Placement logs in this process: keep stdout JSON
+            f.write('[DEFAULT]\nuse_stderr = true\n'
+                    '[placement]\nauth_type = admin_token\n'
+                    'endpoint = %s\ntoken = admin\n' % endpoint)
+        self.addCleanup(os.unlink, f.name)
+        self.conf_file = f.name
+
+    def _cli(self, *argv):
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), \
+                contextlib.redirect_stderr(err):
+            rc = cli.main(['--config-file', self.conf_file, 'audit']
+                          + list(argv))
+        self.assertEqual(0, rc, err.getvalue())
+        return out.getvalue()
+
+    def test_json_from_placement(self):
+        data = json.loads(self._cli('--format', 'json'))
+        groups = {(g['host'], g['model'], g['mode']): g
+                  for g in data['groups']}
+        self.assertEqual(
+            {('cmp-1', 'T4', 'vgpu'), ('cmp-2', 'A100_80GB_PCIE',
+                                       'passthrough'),
+             ('cmp-3', 'A100_80GB_PCIE', 'passthrough'),
+             ('cmp-4', 'A100_80GB_PCIE', 'vgpu')}, set(groups))
+        t4 = groups[('cmp-1', 'T4', 'vgpu')]
+        self.assertEqual((2, 32, 3, 29),
+                         (t4['gpus'], t4['total'], t4['used'], t4['free']))
+        a100 = groups[('cmp-2', 'A100_80GB_PCIE', 'passthrough')]
+        self.assertEqual((2, 2, 1, 1), (a100['gpus'], a100['total'],
+                                        a100['used'], a100['free']))
+        # three VF providers are one physical GPU
+        vf = groups[('cmp-4', 'A100_80GB_PCIE', 'vgpu')]
+        self.assertEqual((1, 3, 1, 2), (vf['gpus'], vf['total'], vf['used'],
+                                        vf['free']))
+        self.assertEqual('550', data['drivers']['reference'])
+        self.assertEqual([{'host': 'cmp-1', 'branches': ['535'],
+                           'expected': '550'}], data['drivers']['outliers'])
+        self.assertEqual(['cmp-3'], [g['host'] for g in data['reserved']])
+        self.assertEqual('0000:3b:00.0', data['reserved'][0]['address'])
+        self.assertEqual([], data['unhealthy'])
+
+    def test_table(self):
+        out = self._cli()
+        self.assertIn('OUTLIER cmp-1 runs 535, the others 550', out)
+        self.assertIn('cmp-2  A100_80GB_PCIE  passthrough', out)
+        self.assertIn('Reserved GPUs', out)
+        self.assertIn('no live GPU state', out)
+
+    def test_health_from_state(self):
+        args = argparse.Namespace(config_file=[self.conf_file],
+                                  config_dir=[], debug=False)
+        conf = common.load_config(args, 'test')
+        providers = audit.collect(placement_client.PlacementClient(conf))
+        uuids = self.cluster.uuids
+        state = {'version': '1.0', 'host': 'cmp-2',
+                 'root_provider_uuid': uuids['cmp-2'], 'gpus': [
+                     {'pci_address': '0000:3c:00.0', 'model':
+                      'A100_80GB_PCIE', 'driver_version': '550.54.15',
+                      'provider_uuids': [uuids['cmp-2_0000:3C:00.0']],
+                      'health': {'state': 'unhealthy',
+                                 'reasons': ['xid 79: GPU fell off the bus']}
+                      }]}
+        report = audit.build_report(providers, {'cmp-2': state})
+        self.assertEqual(1, len(report.unhealthy))
+        bad = report.unhealthy[0]
+        self.assertEqual(('cmp-2', '0000:3c:00.0', '550.54.15'),
+                         (bad.host, bad.address, bad.driver))
+        self.assertIn('xid 79', audit.render_table(report))
+        grp = [g for g in report.groups if g['host'] == 'cmp-2'][0]
+        self.assertEqual(1, grp['unhealthy'])
+        self.assertEqual(['cmp-2'], report.hosts_with_state)
