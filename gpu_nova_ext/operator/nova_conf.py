@@ -172,7 +172,8 @@ class DropIn:
 
 
 def _json(spec: dict[str, str]) -> str:
-    return json.dumps(spec, separators=(', ', ': '))
+    # compact: devstack's iniset_multiline splits values on whitespace
+    return json.dumps(spec, separators=(',', ':'))
 
 
 def _choose_type(gpu: base.Gpu, types: list[base.MdevType],
