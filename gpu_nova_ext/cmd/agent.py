@@ -3,7 +3,7 @@ import argparse
 import sys
 
 from gpu_nova_ext.cmd import common
-from gpu_nova_ext import exception
+from gpu_nova_ext import conf as gconf
 
 PROG = 'gpu-nova-agent'
 
@@ -15,8 +15,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     def run():
-        common.load_config(args, PROG)
-        raise exception.NotImplementedYet(what='gpu-nova-agent')
+        conf = common.load_config(args, PROG,
+                                  register=gconf.register_agent_opts)
+        from gpu_nova_ext.agent import service
+        return service.AgentService(conf).run()
 
     return common.run_guarded(run, args.debug, PROG)
 

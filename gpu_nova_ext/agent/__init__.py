@@ -1,0 +1,5 @@
+"""The compute-host GPU agent: the periodic cycle (service), the state
+payload it casts, and (monitor) metric sampling and health judgement.
+
+Native threads only: nothing here imports eventlet or monkey-patches.
+"""

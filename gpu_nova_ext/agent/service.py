@@ -1,0 +1,314 @@
+"""gpu-nova-agent's loop: discover -> monitor -> report -> cast state.
+
+Native threads, no eventlet.  :meth:`AgentService.run` starts the health
+monitor and the state channel, waits (retrying, with a clear log line)
+until nova-compute has created this host's compute node provider, then
+runs a cycle every ``[agent] report_interval`` seconds in a worker thread
+while the main thread only waits for signals:
+
+* SIGHUP: a cycle at once;
+* SIGTERM / SIGINT: exit within a second or two, whatever the worker is
+  doing (retry waits are cut short, a request in flight is abandoned).
+
+A failing cycle is logged and retried at the next interval; the agent
+never exits because of one.  A scheduler asking for state
+(``resend_gpu_state``) and a health change get the state cast at once.
+"""
+from collections.abc import Callable
+import signal
+import threading
+import time
+
+from oslo_log import log as logging
+
+from gpu_nova_ext.agent import payload as payload_mod
+from gpu_nova_ext import exception
+from gpu_nova_ext.inventory import base
+from gpu_nova_ext.placement import client as pclient
+from gpu_nova_ext.placement import reporter as preporter
+
+LOG = logging.getLogger(__name__)
+
+#: seconds the main thread waits for the worker at exit
+EXIT_GRACE = 1.5
+#: backoff between looks for the compute node provider
+COMPUTE_NODE_RETRY = (2.0, 30.0)
+
+
+def _default_discover(conf) -> base.HostInventory:
+    from gpu_nova_ext.inventory import manager
+    return manager.discover(conf)
+
+
+class AgentService:
+    """The agent.  ``run_cycle()`` is one cycle; ``run()`` the daemon.
+
+    :param conf: the agent's ConfigOpts (``register_agent_opts`` applied
+        and parsed).  Bad ``[agent]`` or missing ``[placement]`` options
+        raise a typed error here, before anything starts.
+    :param discover: ``discover(conf) -> HostInventory``; default
+        :func:`gpu_nova_ext.inventory.manager.discover`.
+    :param monitor: an object with ``start()``, ``stop()`` and
+        ``apply(inventory)``; default: a
+        :class:`gpu_nova_ext.agent.monitor.HealthMonitor` made by ``run()``.
+    :param state_client: an object with ``start()``, ``stop()`` and
+        ``cast_state(payload)``; default: a
+        :class:`gpu_nova_ext.state.rpc.AgentStateClient` made by ``run()``.
+    :param client: a PlacementClient (default: from ``[placement]``).
+    """
+
+    def __init__(self, conf, *,
+                 discover: Callable[..., base.HostInventory] | None = None,
+                 monitor=None, state_client=None,
+                 client: pclient.PlacementClient | None = None):
+        self.conf = conf
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._cycle_requested = threading.Event()
+        self._resend_requested = threading.Event()
+        self._lock = threading.RLock()
+        self.client = client or pclient.PlacementClient(conf,
+                                                        abort=self._stop)
+        self.reporter = preporter.Reporter(conf, self.client)
+        self._discover = discover or _default_discover
+        self.monitor = monitor
+        self.state_client = state_client
+        self.last_inventory: base.HostInventory | None = None
+        self.last_result: preporter.ReportResult | None = None
+        self.last_payload: dict | None = None
+        self.cycles = 0
+        self.failed_cycles = 0
+        self.exit_code = 0
+
+    # -- one cycle ---------------------------------------------------------
+
+    def run_cycle(self, dry_run: bool = False,
+                  cast: bool = True) -> preporter.ReportResult:
+        """discover -> monitor.apply -> report -> cast state.
+
+        When Placement fails, the state is still cast (with the provider
+        UUIDs of the last good cycle) before the error propagates.
+        """
+        with self._lock:
+            inventory = self._discover(self.conf)
+            if self.monitor is not None:
+                self.monitor.apply(inventory)
+            try:
+                result = self.reporter.report(inventory, dry_run=dry_run)
+            except Exception:
+                self._reuse_provider_uuids(inventory)
+                if cast and not dry_run:
+                    self._cast(inventory)
+                raise
+            self.last_inventory = inventory
+            self.last_result = result
+            if cast and not dry_run:
+                self._cast(inventory)
+            return result
+
+    def _reuse_provider_uuids(self, inventory):
+        if self.last_inventory is None:
+            return
+        for gpu in inventory.gpus:
+            old = self.last_inventory.gpu(gpu.pci_address)
+            if old is not None and not gpu.provider_uuids:
+                gpu.provider_uuids = list(old.provider_uuids)
+
+    def _cast(self, inventory) -> None:
+        root = self.reporter.compute_node
+        self.last_payload = payload_mod.build_payload(
+            inventory, host=self.conf.host,
+            nodename=root.name if root else None,
+            root_provider_uuid=root.uuid if root else None,
+            mode=self.conf.agent.mode)
+        if self.state_client is not None:
+            self.state_client.cast_state(self.last_payload)
+
+    def cast_now(self) -> None:
+        """Re-apply the latest samples to the last inventory and cast it."""
+        with self._lock:
+            if self.last_inventory is None:
+                return
+            if self.monitor is not None:
+                self.monitor.apply(self.last_inventory)
+            self._cast(self.last_inventory)
+
+    # -- requests from signals and callbacks --------------------------------
+
+    def trigger(self) -> None:
+        """Run a full cycle as soon as possible (SIGHUP)."""
+        self._cycle_requested.set()
+        self._wake.set()
+
+    def request_resend(self) -> None:
+        """Cast the state as soon as possible (a scheduler asked)."""
+        self._resend_requested.set()
+        self._wake.set()
+
+    def _on_health_change(self) -> None:
+        if self.conf.agent.mode == 'inventory':
+            # reserved follows health in our own providers
+            self.trigger()
+        else:
+            self.request_resend()
+
+    def stop(self) -> None:
+        """Stop the daemon loop (SIGTERM); safe from any thread."""
+        self._stop.set()
+        self._wake.set()
+
+    @property
+    def stopped(self) -> bool:
+        return self._stop.is_set()
+
+    # -- the daemon --------------------------------------------------------
+
+    def run(self) -> int:
+        """Run until :meth:`stop` (or SIGTERM); returns the exit code."""
+        self._install_signal_handlers()
+        self._start_helpers()
+        worker = threading.Thread(target=self._loop, name='gpu-agent-cycle',
+                                  daemon=True)
+        worker.start()
+        try:
+            while not self._stop.wait(0.2):
+                pass
+        except KeyboardInterrupt:
+            self.stop()
+        worker.join(EXIT_GRACE)
+        if worker.is_alive():
+            LOG.warning('A cycle is still running; exiting without it')
+        self._stop_helpers()
+        LOG.info('gpu-nova-agent stopped')
+        return self.exit_code
+
+    def _install_signal_handlers(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        signal.signal(signal.SIGHUP, lambda *a: self.trigger())
+        signal.signal(signal.SIGTERM, lambda *a: self.stop())
+        signal.signal(signal.SIGINT, lambda *a: self.stop())
+
+    def _start_helpers(self) -> None:
+        if self.monitor is None:
+            try:
+                from gpu_nova_ext.agent import monitor
+                self.monitor = monitor.HealthMonitor(
+                    self.conf, on_change=self._on_health_change)
+            except ImportError as exc:
+                LOG.warning('Health monitor unavailable (%s): no metrics '
+                            'or health in the state', exc)
+        if self.state_client is None:
+            try:
+                from gpu_nova_ext.state import rpc
+                self.state_client = rpc.AgentStateClient(
+                    self.conf, on_resend=self.request_resend)
+            except ImportError as exc:
+                LOG.warning('State channel unavailable (%s): the '
+                            'schedulers get no GPU state', exc)
+        for helper in (self.monitor, self.state_client):
+            if helper is None:
+                continue
+            try:
+                helper.start()
+            except Exception:
+                LOG.exception('Could not start %s; continuing without it',
+                              type(helper).__name__)
+
+    def _stop_helpers(self) -> None:
+        for helper in (self.state_client, self.monitor):
+            if helper is None:
+                continue
+            try:
+                helper.stop()
+            except Exception:
+                LOG.exception('Error while stopping %s',
+                              type(helper).__name__)
+
+    def wait_for_compute_node(self) -> bool:
+        """Wait until nova-compute created the compute node provider.
+
+        Retries with backoff and logs each attempt; gives up after
+        ``[agent] compute_node_wait_timeout`` seconds (0: never).
+        :returns: False when it gave up or was stopped.
+        """
+        timeout = self.conf.agent.compute_node_wait_timeout
+        start = time.monotonic()
+        delay, max_delay = COMPUTE_NODE_RETRY
+        while not self._stop.is_set():
+            try:
+                uuid, name = self.reporter.find_compute_node()
+                LOG.info('Found compute node provider %(name)s (%(uuid)s)',
+                         {'name': name, 'uuid': uuid})
+                return True
+            except exception.ComputeNodeNotFound as exc:
+                reason = exc.format_message()
+            except exception.GpuNovaExtException as exc:
+                reason = exc.format_message()
+            waited = time.monotonic() - start
+            if timeout and waited >= timeout:
+                LOG.error('Gave up waiting for the compute node provider '
+                          'after %(t)ds ([agent] compute_node_wait_timeout):'
+                          ' %(reason)s', {'t': timeout, 'reason': reason})
+                return False
+            LOG.warning('Waiting for nova-compute to create the compute '
+                        'node resource provider of host %(host)s (next '
+                        'look in %(d).0fs): %(reason)s',
+                        {'host': self.conf.host, 'd': delay,
+                         'reason': reason})
+            self._stop.wait(delay)
+            delay = min(delay * 2, max_delay)
+        return False
+
+    def _loop(self) -> None:
+        try:
+            if not self.wait_for_compute_node():
+                if not self._stop.is_set():
+                    self.exit_code = 1
+                    self.stop()
+                return
+            interval = self.conf.agent.report_interval
+            full = True
+            next_due = 0.0
+            while not self._stop.is_set():
+                if full:
+                    self._guarded_cycle()
+                    next_due = time.monotonic() + interval
+                elif self._resend_requested.is_set():
+                    self._resend_requested.clear()
+                    self._guarded(self.cast_now, 'casting the GPU state')
+                self._wake.wait(max(0.0, next_due - time.monotonic()))
+                self._wake.clear()
+                full = (self._cycle_requested.is_set() or
+                        time.monotonic() >= next_due)
+                self._cycle_requested.clear()
+        except Exception:
+            # Nothing above should raise; never die silently if it does.
+            LOG.exception('The agent loop failed; stopping')
+            self.exit_code = 1
+            self.stop()
+
+    def _guarded_cycle(self) -> None:
+        self._resend_requested.clear()
+        start = time.monotonic()
+        if self._guarded(self.run_cycle, 'the agent cycle'):
+            self.cycles += 1
+            result = self.last_result
+            LOG.info('Cycle done in %(t).2fs: %(n)d change(s), %(w)d write '
+                     'request(s) to Placement',
+                     {'t': time.monotonic() - start, 'n': len(result.changes),
+                      'w': result.writes})
+        else:
+            self.failed_cycles += 1
+
+    def _guarded(self, func, what) -> bool:
+        try:
+            func()
+            return True
+        except exception.GpuNovaExtException as exc:
+            LOG.error('%(what)s failed, retrying next cycle: %(err)s',
+                      {'what': what.capitalize(), 'err': exc})
+        except Exception:
+            LOG.exception('%s failed unexpectedly, retrying next cycle',
+                          what.capitalize())
+        return False

@@ -1,0 +1,269 @@
+"""Placement API client of the agent and the CLI.
+
+A keystoneauth1 adapter built from the ``[placement]`` options (so both
+``auth_type = password`` against Keystone and ``auth_type = admin_token``
+with ``endpoint``/``token`` against a noauth2 Placement work), with:
+
+* named microversion constants (all >= 1.36);
+* backoff and bounded retries on connection errors and 5xx answers
+  (``[placement] max_request_retries`` / ``retry_backoff``);
+* generation-checked writes re-read and retried, with jitter, on 409
+  ``placement.concurrent_update`` (``[placement] max_conflict_retries``);
+* typed errors: :class:`~gpu_nova_ext.exception.PlacementUnavailable`,
+  :class:`~gpu_nova_ext.exception.PlacementAPIError` and its subclasses.
+"""
+from collections.abc import Callable
+import random
+import threading
+from typing import Any
+
+from keystoneauth1 import exceptions as ks_exc
+from keystoneauth1 import loading as ks_loading
+from oslo_log import log as logging
+
+from gpu_nova_ext import exception
+
+LOG = logging.getLogger(__name__)
+
+GROUP = 'placement'
+
+# Microversions, by what needs them.  Placement 16 (2025.2) serves up to
+# 1.39; everything here works from 1.36 on.
+BASE_VERSION = '1.36'
+#: ``GET /resource_providers?in_tree=`` and ``?name=``; POST returns a body
+PROVIDERS_VERSION = '1.36'
+#: ``PUT /resource_providers/{uuid}/traits``, ``GET/PUT /traits``
+TRAITS_VERSION = '1.36'
+#: ``PUT /resource_providers/{uuid}/inventories``, ``/usages``
+INVENTORY_VERSION = '1.36'
+#: ``PUT /resource_classes/{name}`` (idempotent create)
+RESOURCE_CLASS_VERSION = '1.36'
+#: ``PUT /allocations/{consumer}`` with consumer generations
+ALLOCATIONS_VERSION = '1.36'
+#: ``GET /allocation_candidates`` with ``root_required`` and ``same_subtree``
+ALLOCATION_CANDIDATES_VERSION = '1.36'
+
+CONCURRENT_UPDATE = 'placement.concurrent_update'
+INVENTORY_INUSE = 'placement.inventory.inuse'
+PROVIDER_IN_USE = 'placement.resource_provider.inuse'
+
+_BODY_EXCERPT = 300
+
+
+def excerpt(text: Any) -> str:
+    text = text if isinstance(text, str) else repr(text)
+    if len(text) > _BODY_EXCERPT:
+        return text[:_BODY_EXCERPT] + '...'
+    return text
+
+
+def error_code(exc: exception.PlacementAPIError) -> str | None:
+    """The Placement error code (``placement.concurrent_update``) of exc."""
+    return exc.kwargs.get('code')
+
+
+def error_status(exc: exception.PlacementAPIError) -> int | None:
+    return exc.kwargs.get('status')
+
+
+def _load_adapter(conf):
+    """Build the keystoneauth adapter; bad or missing options -> ConfigError.
+
+    Each error names the ``[placement]`` option to set.
+    """
+    try:
+        auth = ks_loading.load_auth_from_conf_options(conf, GROUP)
+    except ks_exc.MissingRequiredOptions as exc:
+        names = ', '.join(o.dest for o in exc.options)
+        raise exception.ConfigError(reason=(
+            '[placement] %s required by auth_type = %s is not set'
+            % (names, conf.placement.auth_type)))
+    except ks_exc.NoMatchingPlugin as exc:
+        raise exception.InvalidOption(
+            group=GROUP, option='auth_type', value=exc.name,
+            reason='no such keystoneauth plugin; use password (Keystone) '
+                   'or admin_token (noauth2 Placement)')
+    if auth is None:
+        raise exception.ConfigError(reason=(
+            '[placement] auth_type is not set: use auth_type = password '
+            '(with auth_url, username, password, project_name, ...) for '
+            'Keystone, or auth_type = admin_token (with endpoint and token) '
+            'for a noauth2 Placement'))
+    if (conf.placement.auth_type == 'admin_token' and
+            not conf.placement.endpoint):
+        raise exception.ConfigError(reason=(
+            '[placement] endpoint is not set, and auth_type = admin_token '
+            'needs it (for example endpoint = http://controller/placement)'))
+    session = ks_loading.load_session_from_conf_options(
+        conf, GROUP, auth=auth)
+    return ks_loading.load_adapter_from_conf_options(
+        conf, GROUP, session=session, auth=auth)
+
+
+class PlacementClient:
+    """Thin, typed Placement REST client.
+
+    ``get``/``post``/``put``/``delete`` return the decoded JSON body (or
+    None for an empty one) of a 2xx answer and raise a typed error for
+    anything else.  :attr:`writes` counts the write requests sent.
+
+    :param abort: an Event that, once set, cuts retry waits short (the
+        agent sets it at SIGTERM so it exits at once).
+    """
+
+    def __init__(self, conf, abort: threading.Event | None = None):
+        self.conf = conf
+        self._adapter = _load_adapter(conf)
+        self.abort = abort or threading.Event()
+        self.writes = 0
+        self.last_request_id: str | None = None
+        self._rand = random.Random()
+
+    # -- plain verbs ------------------------------------------------------
+
+    def get(self, path: str, version: str = BASE_VERSION) -> Any:
+        return self.request('GET', path, version=version)
+
+    def post(self, path: str, body: Any = None,
+             version: str = BASE_VERSION) -> Any:
+        return self.request('POST', path, body, version=version)
+
+    def put(self, path: str, body: Any = None,
+            version: str = BASE_VERSION) -> Any:
+        return self.request('PUT', path, body, version=version)
+
+    def delete(self, path: str, version: str = BASE_VERSION) -> Any:
+        return self.request('DELETE', path, version=version)
+
+    @property
+    def endpoint(self) -> str:
+        try:
+            return self._adapter.get_endpoint() or '?'
+        except ks_exc.ClientException:
+            return '?'
+
+    def request(self, method: str, path: str, body: Any = None,
+                version: str = BASE_VERSION) -> Any:
+        """One request, retried with backoff on connection errors and 5xx.
+
+        :raises PlacementUnavailable: still failing after
+            ``[placement] max_request_retries`` retries.
+        :raises PlacementAPIError: a 4xx answer (``kwargs['code']`` holds
+            Placement's error code).
+        :raises PlacementInvalidResponse: a 2xx answer that is not JSON.
+        """
+        retries = self.conf.placement.max_request_retries
+        attempt = 0
+        while True:
+            try:
+                return self._request_once(method, path, body, version)
+            except exception.PlacementUnavailable as exc:
+                if attempt >= retries or self.abort.is_set():
+                    raise
+                delay = self._backoff(attempt)
+                LOG.warning('Placement request %(method)s %(path)s failed '
+                            '(%(err)s); retry %(n)d of %(max)d in %(d).1fs',
+                            {'method': method, 'path': path, 'err': exc,
+                             'n': attempt + 1, 'max': retries, 'd': delay})
+                if self.abort.wait(delay):
+                    raise
+                attempt += 1
+
+    def _backoff(self, attempt: int) -> float:
+        base = self.conf.placement.retry_backoff * (2 ** attempt)
+        return base * (0.5 + self._rand.random())
+
+    def _request_once(self, method, path, body, version):
+        kwargs = {'microversion': version, 'raise_exc': False,
+                  'headers': {'Accept': 'application/json'}}
+        if body is not None:
+            kwargs['json'] = body
+        if method != 'GET':
+            self.writes += 1
+        try:
+            resp = self._adapter.request(path, method, **kwargs)
+        except (ks_exc.ConnectionError, ks_exc.EndpointNotFound,
+                ks_exc.DiscoveryFailure) as exc:
+            raise exception.PlacementUnavailable(
+                endpoint=self.endpoint, reason=str(exc))
+        except ks_exc.ClientException as exc:
+            # e.g. Keystone refused our credentials
+            raise exception.PlacementUnavailable(
+                endpoint=self.endpoint, reason=str(exc))
+        request_id = resp.headers.get('openstack-request-id')
+        self.last_request_id = request_id
+        if resp.status_code >= 500:
+            raise exception.PlacementUnavailable(
+                endpoint=self.endpoint,
+                reason='%s %s answered %d (request id %s): %s' % (
+                    method, path, resp.status_code, request_id,
+                    excerpt(resp.text)))
+        if resp.status_code >= 400:
+            code, detail = _parse_error(resp)
+            cls = exception.PlacementAPIError
+            raise cls(status=resp.status_code, method=method, url=path,
+                      request_id=request_id, detail=detail, code=code)
+        if not resp.content:
+            return None
+        try:
+            return resp.json()
+        except ValueError:
+            raise exception.PlacementInvalidResponse(
+                status=resp.status_code, method=method, url=path,
+                request_id=request_id, detail=excerpt(resp.text))
+
+    # -- generation-checked writes ----------------------------------------
+
+    def write_generation_checked(
+            self, method: str, path: str,
+            build: Callable[[], Any | None],
+            version: str = BASE_VERSION) -> Any:
+        """Write the body ``build()`` returns; re-build and retry on 409.
+
+        ``build`` reads what it needs (the provider's generation included)
+        and returns the body, or None when nothing needs writing any more
+        (another writer did it, or it no longer applies).  On 409
+        ``placement.concurrent_update`` the write is retried after a short
+        jittered wait, at most ``[placement] max_conflict_retries`` times.
+
+        :returns: the answer's body, or None when nothing was written.
+        :raises PlacementConflict: still conflicting after the retries.
+        """
+        retries = self.conf.placement.max_conflict_retries
+        attempt = 0
+        while True:
+            body = build()
+            if body is None:
+                return None
+            try:
+                return self.request(method, path, body, version=version)
+            except exception.PlacementAPIError as exc:
+                if error_code(exc) != CONCURRENT_UPDATE:
+                    raise
+                if attempt >= retries:
+                    raise exception.PlacementConflict(
+                        status=409, method=method, url=path,
+                        request_id=exc.kwargs.get('request_id'),
+                        retries=retries, detail=exc.kwargs.get('detail'),
+                        code=CONCURRENT_UPDATE)
+                delay = self._rand.uniform(
+                    0.0, 0.1 * (attempt + 1)) * min(
+                        1.0, self.conf.placement.retry_backoff * 2)
+                LOG.info('Placement generation conflict on %(method)s '
+                         '%(path)s (request id %(rid)s); re-reading, retry '
+                         '%(n)d of %(max)d', {
+                             'method': method, 'path': path, 'n': attempt + 1,
+                             'rid': exc.kwargs.get('request_id'),
+                             'max': retries})
+                if self.abort.wait(delay):
+                    raise
+                attempt += 1
+
+
+def _parse_error(resp) -> tuple[str | None, str]:
+    try:
+        errors = resp.json().get('errors') or []
+        first = errors[0]
+        return first.get('code'), first.get('detail') or first.get('title')
+    except (ValueError, AttributeError, IndexError, TypeError):
+        return None, excerpt(resp.text)

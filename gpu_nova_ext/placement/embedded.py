@@ -1,0 +1,238 @@
+"""A real Placement service embedded in this process, on loopback HTTP.
+
+The simulator (``gpu-nova-ext simulate``) and the functional tests run the
+real openstack-placement WSGI application (SQLite, ``noauth2``) under
+:mod:`wsgiref` in a thread, so the agent talks to it exactly as it talks to
+a production Placement: through keystoneauth, over HTTP.
+
+A small WSGI middleware in front of the application counts the write
+requests (everything but GET/HEAD) the server received, and can run hooks
+before a request reaches Placement (tests use them to act as a concurrent
+writer, or to answer 503 for a while).
+
+Placement keeps its database engine and its policy enforcer in module
+globals, so only one embedded Placement can serve at a time in a process.
+"""
+import collections
+from collections.abc import Callable
+import copy
+import dataclasses
+import json
+import os
+import threading
+from typing import Any
+import uuid
+from wsgiref import simple_server
+
+from oslo_log import log as logging
+
+LOG = logging.getLogger(__name__)
+
+NOAUTH_TOKEN = 'admin'
+WRITE_METHODS = ('POST', 'PUT', 'PATCH', 'DELETE')
+
+#: ``hook(environ) -> None or (status, body)``: a tuple answers the request
+#: without passing it to Placement (``status`` like ``'503 Service
+#: Unavailable'``, ``body`` JSON-encoded unless it is a str).
+Hook = Callable[[dict], Any]
+
+
+@dataclasses.dataclass
+class DirectResponse:
+    status: int
+    body: Any
+
+
+class _QuietHandler(simple_server.WSGIRequestHandler):
+    def log_message(self, format, *args):  # noqa: A002 (stdlib signature)
+        LOG.debug('embedded placement: ' + format, *args)
+
+
+class _CountingMiddleware:
+    """Counts requests by method at the server; runs the hooks first."""
+
+    def __init__(self, app, owner: 'EmbeddedPlacement'):
+        self.app = app
+        self.owner = owner
+
+    def __call__(self, environ, start_response):
+        method = environ['REQUEST_METHOD']
+        owner = self.owner
+        with owner._lock:
+            owner.requests[method] += 1
+            if method in WRITE_METHODS:
+                owner.write_log.append(
+                    '%s %s' % (method, environ.get('PATH_INFO', '')))
+            hooks = list(owner.hooks)
+        for hook in hooks:
+            answer = hook(environ)
+            if answer is not None:
+                status, body = answer
+                data = (body if isinstance(body, str)
+                        else json.dumps(body)).encode()
+                start_response(status, [
+                    ('Content-Type', 'application/json'),
+                    ('Content-Length', str(len(data))),
+                    ('OpenStack-Request-Id', 'req-%s' % uuid.uuid4())])
+                return [data]
+        return self.app(environ, start_response)
+
+
+class EmbeddedPlacement:
+    """Real Placement over loopback HTTP.
+
+    :param db_path: SQLite file to keep the database in; ``None`` keeps it
+        in memory (lost at :meth:`stop` of the process, kept across a
+        ``stop()``/``start()`` of the server).
+    :param host: address to listen on (loopback by default).
+    """
+
+    def __init__(self, db_path: str | None = None, host: str = '127.0.0.1'):
+        self.db_path = db_path
+        self.host = host
+        self.port = 0
+        self.requests: collections.Counter = collections.Counter()
+        self.write_log: list[str] = []
+        self.hooks: list[Hook] = []
+        self._lock = threading.Lock()
+        self._app = None
+        self._server = None
+        self._thread = None
+        self._reset_engine = None
+
+    # -- life cycle -------------------------------------------------------
+
+    @property
+    def endpoint(self) -> str:
+        return 'http://%s:%d/placement' % (self.host, self.port)
+
+    def start(self) -> str:
+        """Start serving (building the app on first use); return the URL.
+
+        A restart after :meth:`stop` serves the same database on the same
+        port.
+        """
+        if self._app is None:
+            self._app = self._build_app()
+        server = simple_server.make_server(
+            self.host, self.port, self._dispatch, handler_class=_QuietHandler)
+        self.port = server.server_port
+        self._server = server
+        self._thread = threading.Thread(
+            target=server.serve_forever, kwargs={'poll_interval': 0.05},
+            name='embedded-placement', daemon=True)
+        self._thread.start()
+        LOG.debug('Embedded Placement serving at %s', self.endpoint)
+        return self.endpoint
+
+    def stop(self) -> None:
+        """Stop serving (connections are refused until :meth:`start`)."""
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._thread.join(5)
+            self._server = None
+            self._thread = None
+
+    def close(self) -> None:
+        """Stop serving and release the database."""
+        self.stop()
+        if self._reset_engine is not None:
+            self._reset_engine()
+            self._reset_engine = None
+            from placement import policy
+            policy.reset()
+        self._app = None
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # -- counters and helpers --------------------------------------------
+
+    @property
+    def writes(self) -> int:
+        """Write requests (POST/PUT/PATCH/DELETE) served so far."""
+        with self._lock:
+            return sum(self.requests[m] for m in WRITE_METHODS)
+
+    def reset_counters(self) -> None:
+        with self._lock:
+            self.requests.clear()
+            self.write_log.clear()
+
+    def direct_request(self, method: str, path: str, body: Any = None,
+                       version: str = '1.39') -> DirectResponse:
+        """Call the Placement app in-process, uncounted, without hooks.
+
+        For hooks that act as another writer while a request is held.
+        """
+        import webob
+        req = webob.Request.blank(path, method=method)
+        req.headers['X-Auth-Token'] = NOAUTH_TOKEN
+        req.headers['OpenStack-API-Version'] = 'placement %s' % version
+        req.headers['Accept'] = 'application/json'
+        if body is not None:
+            req.body = json.dumps(body).encode()
+            req.content_type = 'application/json'
+        resp = req.get_response(self._app)
+        try:
+            data = json.loads(resp.body) if resp.body else None
+        except ValueError:
+            data = resp.body.decode(errors='replace')
+        return DirectResponse(resp.status_int, data)
+
+    # -- internals --------------------------------------------------------
+
+    def _dispatch(self, environ, start_response):
+        # strip the /placement prefix as a reverse proxy would
+        path = environ.get('PATH_INFO', '')
+        if path.startswith('/placement'):
+            environ['SCRIPT_NAME'] = '/placement'
+            environ['PATH_INFO'] = path[len('/placement'):] or '/'
+        return self._counting(environ, start_response)
+
+    def _build_app(self):
+        from oslo_config import cfg
+        from oslo_db.sqlalchemy import engines
+        from oslo_policy import opts as policy_opts
+        from placement import conf as placement_conf
+        from placement.db.sqlalchemy import migration
+        from placement import db_api
+        from placement import deploy
+        from placement.objects import resource_class
+        from placement.objects import trait
+        from placement import policies
+        from placement import policy
+
+        url = ('sqlite:///%s' % os.path.abspath(self.db_path)
+               if self.db_path else 'sqlite://')
+        conf = cfg.ConfigOpts()
+        placement_conf.register_opts(conf)
+        policy_opts.set_defaults(conf, enforce_new_defaults=False)
+        conf.set_override('auth_strategy', 'noauth2', group='api')
+        conf.set_override('connection', url, group='placement_database')
+        conf.set_override('sync_on_startup', False,
+                          group='placement_database')
+        conf([], project='placement', default_config_files=[],
+             default_config_dirs=[])
+        # The context manager is a process global that can be configured
+        # only once; patch our own engine into it instead.
+        if not getattr(db_api.configure, 'called', False):
+            db_api.configure(conf)
+        engine = engines.create_engine(url, max_retries=0)
+        migration.create_schema(engine)
+        self._reset_engine = db_api.placement_context_manager.patch_engine(
+            engine)
+        trait._TRAITS_SYNCED = False
+        resource_class._RESOURCE_CLASSES_SYNCED = False
+        policy.reset()
+        policy.init(conf, suppress_deprecation_warnings=True,
+                    rules=copy.deepcopy(policies.list_rules()))
+        app = deploy.loadapp(conf)
+        self._conf = conf
+        self._counting = _CountingMiddleware(app, self)
+        return app

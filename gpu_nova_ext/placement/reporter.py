@@ -1,0 +1,471 @@
+"""Report this host's GPUs to Placement: read, translate, write the diff.
+
+One :meth:`Reporter.report` call is the Placement part of an agent cycle:
+
+1. find the compute node provider (by ``[DEFAULT] host``, the hypervisor
+   hostname nova-compute uses) and read its tree;
+2. read the traits (and, for our own providers, inventories) of the
+   providers the translation needs, re-using what was read in an earlier
+   cycle while the provider's generation has not moved;
+3. :func:`~gpu_nova_ext.placement.translation.translate` to the desired
+   state, then write only what differs, each write generation-checked
+   (a 409 re-reads and retries, keeping the other writer's traits);
+4. record on each :class:`~gpu_nova_ext.inventory.base.Gpu` the UUIDs of
+   the providers it backs.
+
+A cycle where nothing changed makes no write request.  A provider whose
+answer is not what the Placement API documents is logged (request id and
+body excerpt) and skipped for this cycle.
+"""
+import dataclasses
+import urllib.parse
+
+from oslo_log import log as logging
+
+from gpu_nova_ext import exception
+from gpu_nova_ext.inventory import base
+from gpu_nova_ext import naming
+from gpu_nova_ext.placement import client as pclient
+from gpu_nova_ext.placement import translation
+
+LOG = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass
+class ReportResult:
+    #: human-readable changes ("would" changes with dry_run)
+    changes: list[str] = dataclasses.field(default_factory=list)
+    #: write requests sent to Placement in this cycle
+    writes: int = 0
+    root_provider_uuid: str | None = None
+    nodename: str | None = None
+    #: providers skipped this cycle, with the reason
+    skipped: list[str] = dataclasses.field(default_factory=list)
+    warnings: list[str] = dataclasses.field(default_factory=list)
+    dry_run: bool = False
+
+
+@dataclasses.dataclass
+class _State:
+    generation: int
+    traits: frozenset[str] | None = None
+    inventories: dict[str, dict] | None = None
+
+
+def parse_reserved_gpus(values) -> set[str]:
+    """``[agent] reserved_gpus`` -> normalized addresses, or InvalidOption."""
+    out = set()
+    for value in values or ():
+        try:
+            out.add(naming.normalize_pci_address(value))
+        except ValueError as exc:
+            raise exception.InvalidOption(
+                group='agent', option='reserved_gpus', value=value,
+                reason=str(exc))
+    return out
+
+
+class Reporter:
+    """Writes the difference between a HostInventory and Placement.
+
+    :param conf: the agent's ConfigOpts (``[DEFAULT] host``,
+        ``[agent] mode`` and ``reserved_gpus`` are read here; a bad value
+        raises :class:`~gpu_nova_ext.exception.InvalidOption`).
+    :param client: a :class:`~gpu_nova_ext.placement.client.PlacementClient`.
+    """
+
+    def __init__(self, conf, client: pclient.PlacementClient):
+        self.conf = conf
+        self.client = client
+        self.mode = conf.agent.mode
+        if self.mode not in translation.MODES:
+            raise exception.InvalidOption(
+                group='agent', option='mode', value=self.mode,
+                reason='expected one of %s' % ', '.join(translation.MODES))
+        self.reserved_gpus = parse_reserved_gpus(conf.agent.reserved_gpus)
+        self._root: translation.ExistingProvider | None = None
+        self._states: dict[str, _State] = {}
+        self._known_traits: set[str] = set()
+        self._known_classes: set[str] = set()
+
+    # -- the compute node provider -----------------------------------------
+
+    @property
+    def compute_node(self) -> translation.ExistingProvider | None:
+        """The compute node provider found last (uuid, name), or None."""
+        return self._root
+
+    def find_compute_node(self, hostnames=()) -> tuple[str, str]:
+        """(uuid, name) of this host's compute node provider.
+
+        Tries ``[DEFAULT] host`` and the given names as provider names,
+        then a single root provider named ``<host>.<domain>`` (libvirt
+        reports the FQDN as hypervisor hostname).
+
+        :raises ComputeNodeNotFound: nova-compute has not created it yet.
+        """
+        names = [self.conf.host] + [n for n in hostnames
+                                    if n and n != self.conf.host]
+        for name in names:
+            found = self._providers('name=%s' % urllib.parse.quote(name))
+            roots = [p for p in found if p.parent_uuid is None]
+            if roots:
+                self._root = roots[0]
+                return roots[0].uuid, roots[0].name
+        prefix = self.conf.host + '.'
+        fqdn = [p for p in self._providers('')
+                if p.parent_uuid is None and p.name.startswith(prefix)]
+        if len(fqdn) == 1:
+            self._root = fqdn[0]
+            return fqdn[0].uuid, fqdn[0].name
+        raise exception.ComputeNodeNotFound(host=self.conf.host)
+
+    def _providers(self, query: str) -> list[translation.ExistingProvider]:
+        path = '/resource_providers' + ('?' + query if query else '')
+        body = self.client.get(path, version=pclient.PROVIDERS_VERSION)
+        try:
+            return [translation.ExistingProvider(
+                uuid=_str(p['uuid']), name=_str(p['name']),
+                parent_uuid=p.get('parent_provider_uuid'),
+                generation=_int(p['generation']))
+                for p in body['resource_providers']]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise self._invalid('GET', path, body, exc)
+
+    def _invalid(self, method, path, body, exc):
+        return exception.PlacementInvalidResponse(
+            method=method, url=path, request_id=self.client.last_request_id,
+            detail='%s (%s)' % (pclient.excerpt(body), exc))
+
+    # -- reading provider state --------------------------------------------
+
+    def _read(self, p: translation.ExistingProvider, inventories: bool):
+        cached = self._states.get(p.uuid)
+        if cached is None or cached.generation != p.generation or (
+                inventories and cached.inventories is None):
+            cached = _State(p.generation)
+            path = '/resource_providers/%s/traits' % p.uuid
+            body = self.client.get(path, version=pclient.TRAITS_VERSION)
+            try:
+                cached.traits = frozenset(_str(t) for t in body['traits'])
+                cached.generation = _int(
+                    body['resource_provider_generation'])
+            except (KeyError, TypeError, ValueError) as exc:
+                raise self._invalid('GET', path, body, exc)
+            if inventories:
+                cached.inventories = self._read_inventories(p.uuid)
+            self._states[p.uuid] = cached
+        p.generation = cached.generation
+        p.traits = cached.traits
+        if inventories:
+            p.inventories = cached.inventories
+
+    def _read_inventories(self, uuid):
+        path = '/resource_providers/%s/inventories' % uuid
+        body = self.client.get(path, version=pclient.INVENTORY_VERSION)
+        try:
+            invs = body['inventories']
+            for rc, inv in invs.items():
+                _int(inv['total'])
+                _int(inv['reserved'])
+            return invs
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise self._invalid('GET', path, body, exc)
+
+    def _read_used(self, p: translation.ExistingProvider) -> None:
+        path = '/resource_providers/%s/usages' % p.uuid
+        body = self.client.get(path, version=pclient.INVENTORY_VERSION)
+        try:
+            p.used = any(_int(v) > 0 for v in body['usages'].values())
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise self._invalid('GET', path, body, exc)
+
+    def _skip(self, result, name, exc):
+        if isinstance(exc, exception.PlacementInvalidResponse):
+            LOG.error('Skipping provider %(name)s this cycle: %(err)s',
+                      {'name': name, 'err': exc})
+        else:
+            LOG.warning('Skipping provider %(name)s this cycle: %(err)s',
+                        {'name': name, 'err': exc})
+        result.skipped.append('%s: %s' % (name, exc))
+
+    # -- the cycle ---------------------------------------------------------
+
+    def report(self, inventory: base.HostInventory,
+               dry_run: bool = False) -> ReportResult:
+        """Bring Placement in line with ``inventory``; see the module doc.
+
+        :raises ComputeNodeNotFound: no compute node provider yet.
+        :raises PlacementUnavailable: Placement could not be reached.
+        """
+        writes_before = self.client.writes
+        result = ReportResult(dry_run=dry_run)
+        existing = self._tree(inventory)
+        root_uuid, nodename = self._root.uuid, self._root.name
+        result.root_provider_uuid, result.nodename = root_uuid, nodename
+
+        want_traits, want_inv = translation.providers_to_read(
+            nodename, root_uuid, existing)
+        skipped = set()
+        for p in existing:
+            if p.name not in want_traits:
+                continue
+            try:
+                self._read(p, p.name in want_inv)
+            except exception.PlacementAPIError as exc:
+                self._skip(result, p.name, exc)
+                skipped.add(p.name)
+        desired = self._translate(inventory, nodename, root_uuid, existing,
+                                  result, skipped)
+        result.warnings.extend(desired.warnings)
+        for warning in desired.warnings:
+            LOG.warning('%s', warning)
+
+        by_name = {p.name: p for p in existing}
+        todo = [d for d in desired.providers if d.name not in skipped]
+        if not dry_run:
+            self._ensure_traits(t for d in todo for t in d.traits)
+        for d in todo:
+            try:
+                self._apply(d, by_name.get(d.name), root_uuid, result,
+                            dry_run)
+            except exception.PlacementAPIError as exc:
+                # includes PlacementConflict: retried next cycle
+                self._states.pop(d.uuid, None)
+                self._skip(result, d.name, exc)
+        for p in desired.delete:
+            if p.name not in skipped:
+                self._delete(p, result, dry_run)
+
+        uuids = {p.name: p.uuid for p in existing}
+        uuids.update({d.name: d.uuid for d in desired.providers if d.uuid})
+        for gpu in inventory.gpus:
+            gpu.provider_uuids = [
+                uuids[n] for n in desired.gpu_providers.get(
+                    gpu.pci_address, []) if n in uuids]
+        result.writes = self.client.writes - writes_before
+        for change in result.changes:
+            LOG.info('%s%s', 'would: ' if dry_run else '', change)
+        return result
+
+    def _tree(self, inventory):
+        if self._root is None:
+            self.find_compute_node([inventory.host])
+        tree = self._providers('in_tree=%s' % self._root.uuid)
+        if not any(p.uuid == self._root.uuid for p in tree):
+            LOG.warning('Compute node provider %(name)s (%(uuid)s) is gone; '
+                        'looking it up again',
+                        {'name': self._root.name, 'uuid': self._root.uuid})
+            self._root = None
+            self._states.clear()
+            self.find_compute_node([inventory.host])
+            tree = self._providers('in_tree=%s' % self._root.uuid)
+        return tree
+
+    def _translate(self, inventory, nodename, root_uuid, existing, result,
+                   skipped):
+        # Skipped providers stay in ``existing`` (their traits unknown):
+        # their GPU still has a provider, we just do not write it.
+        def run():
+            return translation.translate(
+                inventory, nodename=nodename, root_uuid=root_uuid,
+                existing=existing, mode=self.mode,
+                reserved_gpus=self.reserved_gpus)
+
+        desired = run()
+        if desired.need_usage:
+            for p in existing:
+                if p.name in desired.need_usage and p.name not in skipped:
+                    try:
+                        self._read_used(p)
+                    except exception.PlacementAPIError as exc:
+                        self._skip(result, p.name, exc)
+                        skipped.add(p.name)
+            desired = run()
+        return desired
+
+    # -- writing -----------------------------------------------------------
+
+    def _ensure_traits(self, traits) -> None:
+        missing = sorted({t for t in traits if t.startswith('CUSTOM_')} -
+                         self._known_traits)
+        if not missing:
+            return
+        path = '/traits?name=in:%s' % ','.join(missing)
+        body = self.client.get(path, version=pclient.TRAITS_VERSION)
+        try:
+            present = set(body['traits'])
+        except (KeyError, TypeError) as exc:
+            raise self._invalid('GET', path, body, exc)
+        for trait in missing:
+            if trait not in present:
+                self.client.put('/traits/%s' % trait,
+                                version=pclient.TRAITS_VERSION)
+            self._known_traits.add(trait)
+
+    def _ensure_classes(self, classes) -> None:
+        for rc in sorted(set(classes) - self._known_classes):
+            self.client.put('/resource_classes/%s' % rc,
+                            version=pclient.RESOURCE_CLASS_VERSION)
+            self._known_classes.add(rc)
+
+    def _apply(self, d: translation.DesiredProvider, p, root_uuid, result,
+               dry_run):
+        if d.uuid is None:
+            self._create(d, root_uuid, result, dry_run)
+            if dry_run:
+                return
+            p = translation.ExistingProvider(
+                uuid=d.uuid, name=d.name, parent_uuid=root_uuid,
+                generation=0, traits=frozenset(), inventories={})
+            self._states[d.uuid] = _State(0, frozenset(), {})
+        if p is None:
+            return
+        self._write_traits(d, p, result, dry_run)
+        if d.inventories is not None:
+            self._write_inventories(d, p, result, dry_run)
+
+    def _create(self, d, root_uuid, result, dry_run):
+        result.changes.append('create provider %s (%s)' % (
+            d.name, _describe_inventory(d.inventories)))
+        if dry_run:
+            return
+        body = self.client.post(
+            '/resource_providers',
+            {'name': d.name, 'parent_provider_uuid': root_uuid},
+            version=pclient.PROVIDERS_VERSION)
+        try:
+            d.uuid = _str(body['uuid'])
+        except (KeyError, TypeError) as exc:
+            raise self._invalid('POST', '/resource_providers', body, exc)
+
+    def _write_traits(self, d, p, result, dry_run):
+        state = self._states[p.uuid]
+        new = translation.merge_traits(state.traits, d.traits, d.owned)
+        if new == state.traits:
+            return
+        added = sorted(new - state.traits)
+        removed = sorted(state.traits - new)
+        result.changes.append('%s: traits %s' % (d.name, ' '.join(
+            ['+' + t for t in added] + ['-' + t for t in removed])))
+        if dry_run:
+            return
+        path = '/resource_providers/%s/traits' % p.uuid
+        first = [True]
+
+        def build():
+            if not first[0]:
+                self._refresh(p.uuid, path)
+            first[0] = False
+            cur = self._states[p.uuid]
+            want = translation.merge_traits(cur.traits, d.traits, d.owned)
+            if want == cur.traits:
+                return None
+            return {'traits': sorted(want),
+                    'resource_provider_generation': cur.generation}
+
+        body = self.client.write_generation_checked(
+            'PUT', path, build, version=pclient.TRAITS_VERSION)
+        if body is not None:
+            state = self._states[p.uuid]
+            try:
+                state.traits = frozenset(body['traits'])
+                state.generation = _int(body['resource_provider_generation'])
+            except (KeyError, TypeError, ValueError) as exc:
+                self._states.pop(p.uuid, None)
+                raise self._invalid('PUT', path, body, exc)
+
+    def _refresh(self, uuid, path):
+        body = self.client.get(path, version=pclient.TRAITS_VERSION)
+        try:
+            traits = frozenset(_str(t) for t in body['traits'])
+            generation = _int(body['resource_provider_generation'])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise self._invalid('GET', path, body, exc)
+        state = self._states.setdefault(uuid, _State(generation))
+        state.generation, state.traits = generation, traits
+        if state.inventories is not None:
+            state.inventories = self._read_inventories(uuid)
+
+    def _write_inventories(self, d, p, result, dry_run):
+        state = self._states[p.uuid]
+        if not translation.inventory_differs(state.inventories,
+                                             d.inventories):
+            return
+        result.changes.append('%s: inventory %s -> %s' % (
+            d.name, _describe_inventory(state.inventories) or 'none',
+            _describe_inventory(d.inventories)))
+        if dry_run:
+            return
+        self._ensure_classes(d.inventories)
+        path = '/resource_providers/%s/inventories' % p.uuid
+        first = [True]
+
+        def build():
+            if not first[0]:
+                self._refresh(p.uuid, '/resource_providers/%s/traits'
+                              % p.uuid)
+            first[0] = False
+            cur = self._states[p.uuid]
+            if not translation.inventory_differs(cur.inventories,
+                                                 d.inventories):
+                return None
+            return {'inventories': d.inventories,
+                    'resource_provider_generation': cur.generation}
+
+        try:
+            body = self.client.write_generation_checked(
+                'PUT', path, build, version=pclient.INVENTORY_VERSION)
+        except exception.PlacementAPIError as exc:
+            if pclient.error_code(exc) == pclient.INVENTORY_INUSE:
+                self._states.pop(p.uuid, None)
+                result.warnings.append(
+                    '%s: inventory in use, not changed: %s' % (d.name, exc))
+                LOG.warning('%(name)s: inventory in use, not changed this '
+                            'cycle: %(err)s', {'name': d.name, 'err': exc})
+                return
+            raise
+        if body is not None:
+            try:
+                state.inventories = body['inventories']
+                state.generation = _int(body['resource_provider_generation'])
+            except (KeyError, TypeError, ValueError) as exc:
+                self._states.pop(p.uuid, None)
+                raise self._invalid('PUT', path, body, exc)
+
+    def _delete(self, p, result, dry_run):
+        result.changes.append('delete provider %s (its GPU is gone, no '
+                              'allocations)' % p.name)
+        if dry_run:
+            return
+        try:
+            self.client.delete('/resource_providers/%s' % p.uuid,
+                               version=pclient.PROVIDERS_VERSION)
+        except exception.PlacementAPIError as exc:
+            if pclient.error_status(exc) == 404:
+                pass
+            elif pclient.error_code(exc) == pclient.PROVIDER_IN_USE:
+                LOG.warning('%(name)s got allocations meanwhile; it will be '
+                            'reserved next cycle', {'name': p.name})
+                result.changes[-1] += ' (failed: now in use)'
+            else:
+                self._skip(result, p.name, exc)
+        self._states.pop(p.uuid, None)
+
+
+def _describe_inventory(inventories) -> str:
+    return ', '.join(
+        '%s total %s reserved %s' % (rc, inv.get('total'), inv.get('reserved'))
+        for rc, inv in sorted((inventories or {}).items()))
+
+
+def _str(value) -> str:
+    if not isinstance(value, str):
+        raise TypeError('expected a string, got %r' % (value,))
+    return value
+
+
+def _int(value) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError('expected an integer, got %r' % (value,))
+    return value
