@@ -160,3 +160,58 @@ def normalize_pci_address(address: str) -> str:
     domain, bus, slot, func = m.groups()
     return '%04x:%02x:%02x.%s' % (int(domain or '0', 16), int(bus, 16),
                                   int(slot, 16), func)
+
+
+# --- vGPU type names (NVIDIA) ---------------------------------------------
+
+_VGPU_NAME_PREFIX = re.compile(r'^\s*(GRID|NVIDIA)\s+', re.IGNORECASE)
+# A100D-10C, GRID T4-16Q, A16-2B, M60-0B (0 = 512 MiB)
+_VGPU_FB = re.compile(r'-(\d+)([A-Z])$')
+# MIG-backed types name the slice count first: A100D-1-10C, H100XM-3-40C
+_VGPU_MIG = re.compile(r'-\d+-\d+[A-Z]$')
+_VENDOR_NAME = re.compile(r'^\s*(NVIDIA|AMD|INTEL)\b', re.IGNORECASE)
+
+
+def vgpu_type_name(raw: str | None) -> str | None:
+    """libvirt/sysfs/NVML vGPU type name -> the bare NVIDIA type name.
+
+    ``"GRID A100D-10C"`` and ``"NVIDIA A100D-10C"`` -> ``"A100D-10C"``.
+    """
+    if raw is None:
+        return None
+    name = _VGPU_NAME_PREFIX.sub('', raw.strip(), count=1).strip()
+    return name or None
+
+
+def vgpu_type_framebuffer_mib(name: str | None) -> int | None:
+    """Framebuffer of an NVIDIA vGPU type from its name, when NVML is absent.
+
+    ``A100D-10C`` -> 10240; ``M60-0B`` -> 512; unknown shapes -> None.
+    """
+    bare = vgpu_type_name(name)
+    if not bare:
+        return None
+    m = _VGPU_FB.search(bare.upper())
+    if not m:
+        return None
+    gb = int(m.group(1))
+    return 512 if gb == 0 else gb * 1024
+
+
+def is_mig_backed_vgpu_type(name: str | None) -> bool:
+    """True for MIG-backed NVIDIA vGPU types (``A100D-1-10C``)."""
+    bare = vgpu_type_name(name)
+    return bool(bare and _VGPU_MIG.search(bare.upper()))
+
+
+def nvidia_mdev_type_id(vgpu_type_id: int) -> str:
+    """NVML vGPU type id -> the mdev type id libvirt and Nova use."""
+    return 'nvidia-%d' % vgpu_type_id
+
+
+def vendor_from_name(name: str | None) -> str | None:
+    """``"NVIDIA A100 80GB PCIe"`` -> ``nvidia``; no vendor word -> None."""
+    if not name:
+        return None
+    m = _VENDOR_NAME.match(name)
+    return m.group(1).lower() if m else None

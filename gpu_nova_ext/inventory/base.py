@@ -11,6 +11,12 @@ import abc
 import dataclasses
 from typing import Any
 
+from oslo_log import log as logging
+
+from gpu_nova_ext import naming
+
+LOG = logging.getLogger(__name__)
+
 
 @dataclasses.dataclass
 class MdevType:
@@ -66,6 +72,9 @@ class Gpu:
     vgpu_types: list[MdevType] = dataclasses.field(default_factory=list)
     # NVIDIA vendor-specific VFIO vGPU types creatable on the VFs (sysfs).
     vfio_vgpu_types: list[MdevType] = dataclasses.field(default_factory=list)
+    # VF address -> the vendor VFIO vGPU type set on it (current_vgpu_type).
+    vfio_current_types: dict[str, str] = dataclasses.field(
+        default_factory=dict)
     mig_capable: bool | None = None
     mig_enabled: bool | None = None
     mig_pending: bool | None = None
@@ -82,7 +91,6 @@ class Gpu:
 
     def to_state(self) -> dict[str, Any]:
         """The GPU object of the state payload (DESIGN section 5)."""
-        types = self.vgpu_types or self.mdev_types or self.vfio_vgpu_types
         metrics = dict(self.metrics)
         if self.slowdown_temperature_c is not None:
             metrics.setdefault('slowdown_temperature_c',
@@ -106,7 +114,7 @@ class Gpu:
                 {'id': t.id, 'name': t.name,
                  'framebuffer_mib': t.framebuffer_mib,
                  'available': t.available, 'max': t.max}
-                for t in self._merged_vgpu_types(types)],
+                for t in self.merged_vgpu_types()],
             'mig': {'capable': self.mig_capable,
                     'enabled': self.mig_enabled},
             'health': {'state': self.health.state,
@@ -114,23 +122,69 @@ class Gpu:
             'metrics': metrics,
         }
 
-    def _merged_vgpu_types(self, types):
-        # libvirt knows availability, NVML the framebuffer: join by id/name
-        by_key = {}
+    def merged_vgpu_types(self) -> list[MdevType]:
+        """The vGPU types this GPU offers, one per type id.
+
+        The types of the GPU's mode: libvirt's mdev types (on the GPU or
+        summed over its SR-IOV VFs), else the vendor VFIO types on its VFs,
+        else NVML's supported types; none for a ``passthrough`` GPU.
+        libvirt and sysfs know availability, NVML the framebuffer and the
+        maximum per GPU: they are joined by type id (or name).  Without
+        NVML the framebuffer comes from the type name (``A100D-10C`` is
+        10 GiB) and the maximum is what is available plus what exists
+        (None for a type while another type holds the GPU).
+        """
+        if self.mode == naming.MODE_PASSTHROUGH:
+            return []
+        nvml = {}
         for t in self.vgpu_types:
-            by_key[t.id] = t
+            nvml[t.id] = t
             if t.name:
-                by_key[t.name] = t
+                nvml.setdefault(t.name, t)
+        raw = self.mdev_types or self.vfio_vgpu_types
+        if not raw:
+            return [dataclasses.replace(t) for t in self.vgpu_types]
+        used: dict[str, int] = {}
+        existing = ([m.type_id for m in self.mdevs] if self.mdev_types
+                    else list(self.vfio_current_types.values()))
+        for type_id in existing:
+            used[type_id] = used.get(type_id, 0) + 1
+        grouped: dict[str, list[MdevType]] = {}
+        for t in raw:
+            grouped.setdefault(t.id, []).append(t)
         out = []
-        for t in (self.mdev_types or self.vfio_vgpu_types or types):
-            nv = by_key.get(t.id) or (t.name and by_key.get(t.name))
+        for type_id, parts in grouped.items():
+            first = parts[0]
+            nv = nvml.get(type_id) or (first.name and nvml.get(first.name))
+            name = first.name or (nv.name if nv else None)
+            available = sum(t.available or 0 for t in parts)
+            if nv is not None and nv.max is not None:
+                max_ = nv.max
+            elif all(t.max is not None for t in parts):
+                max_ = sum(t.max for t in parts)
+            elif used.get(type_id) or not used:
+                # In use (or nothing is): what is left plus what exists.
+                max_ = available + used.get(type_id, 0)
+            else:
+                # Another type holds the GPU: its maximum is unknown.
+                max_ = None
+            if max_ is not None:
+                # SR-IOV VFs each list one instance of every type; the GPU
+                # holds no more than its maximum.
+                available = max(0, min(available,
+                                       max_ - used.get(type_id, 0)))
+            framebuffer = (first.framebuffer_mib
+                           or (nv.framebuffer_mib if nv else None)
+                           or naming.vgpu_type_framebuffer_mib(name))
             out.append(MdevType(
-                id=t.id, name=t.name or (nv.name if nv else None),
-                available=t.available,
-                max=t.max if t.max is not None else (nv.max if nv else None),
-                framebuffer_mib=(t.framebuffer_mib if t.framebuffer_mib
-                                 else (nv.framebuffer_mib if nv else None))))
+                id=type_id, name=name, device_api=first.device_api,
+                available=available, max=max_,
+                parent=self.pci_address, framebuffer_mib=framebuffer))
         return out
+
+    def _merged_vgpu_types(self, types=None):
+        # Kept for callers of the first draft; see merged_vgpu_types().
+        return self.merged_vgpu_types()
 
 
 @dataclasses.dataclass
@@ -157,8 +211,11 @@ class InventorySource(abc.ABC):
     A source is built with the agent's ConfigOpts and reports partial
     :class:`Gpu` records keyed by normalized PCI address; the merge joins
     the reports of all configured sources in their configured order (a
-    later source fills fields an earlier one left empty; ``metrics`` and
-    ``health`` come from the last source that sets them).
+    later source fills fields an earlier one left empty; ``metrics`` are
+    updated in source order; ``health`` is the worst state any source
+    reports, with all reasons).  Lists of a record (``mdev_types``,
+    ``mdevs``, ``vfs``) hold every entry: ``mdev_types`` has one entry per
+    parent (the GPU or each of its VFs) and type, with ``parent`` set.
     """
 
     #: entry point name, e.g. ``libvirt``
@@ -166,6 +223,13 @@ class InventorySource(abc.ABC):
 
     def __init__(self, conf):
         self.conf = conf
+        #: one line per device skipped or degraded in the last discover()
+        self.warnings: list[str] = []
+
+    def warn(self, msg: str, *args: Any) -> None:
+        """Log one warning naming a device and keep it for the inventory."""
+        LOG.warning(msg, *args)
+        self.warnings.append(msg % args if args else msg)
 
     @abc.abstractmethod
     def discover(self) -> dict[str, Gpu]:
