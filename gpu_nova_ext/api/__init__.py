@@ -1,0 +1,1 @@
+"""Code nova-api loads: validators of the ``gpu:`` flavor extra specs."""

@@ -1,0 +1,6 @@
+"""nova-scheduler plugins: GPU filters and weighers (DESIGN section 4).
+
+``request`` parses a request's GPU needs once, ``base`` holds what every
+filter and weigher shares (per-request context, candidate pruning, missing
+state policy, multipliers), ``filters`` and ``weighers`` one module each.
+"""

@@ -1,0 +1,39 @@
+"""GpuCapabilityFilter: gpu:cuda_cc_min and gpu:driver_min."""
+from gpu_nova_ext.scheduler import base
+from gpu_nova_ext.state import cache as state_cache
+
+
+def _fmt(version):
+    return '.'.join(str(p) for p in version) if version else 'any'
+
+
+class GpuCapabilityFilter(base.GpuFilter):
+    """Enforce gpu:cuda_cc_min and gpu:driver_min.
+
+    Keep candidates whose GPUs have at least the requested CUDA compute
+    capability (``X.Y``) and driver version (compared numerically part by
+    part: ``550.54.15`` >= ``550.54.3``).  An unknown value does not pass.
+    """
+
+    RUN_ON_REBUILD = False
+    FAMILY = state_cache.FAMILY_CAPABILITY
+
+    def constraint(self, req):
+        if req.cuda_cc_min is None and req.driver_min is None:
+            return None
+        return (req.cuda_cc_min, req.driver_min)
+
+    def describe(self, constraint):
+        return 'CUDA compute capability >= %s, driver >= %s' % (
+            _fmt(constraint[0]), _fmt(constraint[1]))
+
+    def fact_passes(self, fact, constraint):
+        cuda_cc, driver = constraint
+        gpu_cuda_cc, gpu_driver = fact
+        if cuda_cc is not None and (gpu_cuda_cc is None
+                                    or gpu_cuda_cc < cuda_cc):
+            return False
+        if driver is not None and (gpu_driver is None
+                                   or gpu_driver < driver):
+            return False
+        return True

@@ -1,0 +1,29 @@
+"""GpuHealthFilter: gpu:health (default ``healthy``)."""
+from gpu_nova_ext.scheduler import base
+from gpu_nova_ext.scheduler import request
+from gpu_nova_ext.state import cache as state_cache
+
+
+class GpuHealthFilter(base.GpuFilter):
+    """Keep candidates whose GPUs are healthy enough for the request.
+
+    ``gpu:health`` is ``healthy`` (the default for every GPU request),
+    ``degraded_ok`` (degraded GPUs too) or ``any`` (no check, and no need
+    for live state).  Unhealthy GPUs are how the agent drains a GPU that
+    Nova owns (Nova resets an external ``reserved`` on its providers).
+    """
+
+    RUN_ON_REBUILD = False
+    FAMILY = state_cache.FAMILY_HEALTH
+
+    def constraint(self, req):
+        max_rank = request.HEALTH_MAX_RANK[req.health]
+        return None if max_rank >= 2 else max_rank
+
+    def describe(self, constraint):
+        return 'health %s' % ('healthy' if constraint == 0
+                              else 'healthy or degraded')
+
+    def fact_passes(self, fact, constraint):
+        # fact: the GPU's health rank (0 healthy, 1 degraded, 2 unhealthy)
+        return fact <= constraint

@@ -1,0 +1,54 @@
+"""GpuModelFilter: gpu:model, gpu:vendor, gpu:mode and gpu:vgpu_type."""
+from gpu_nova_ext.scheduler import base
+from gpu_nova_ext.state import cache as state_cache
+
+
+class GpuModelFilter(base.GpuFilter):
+    """Enforce gpu:model, gpu:vendor, gpu:mode and gpu:vgpu_type.
+
+    Keep candidates whose GPUs are of a requested model and vendor,
+    offered in the requested mode (``vgpu`` or ``passthrough``) and, for
+    ``gpu:vgpu_type``, offering one of the requested mdev types.
+
+    A requested model matches a normalized model equal to it or starting
+    with it at a ``_`` boundary: ``A100`` matches ``A100_80GB_PCIE``, not
+    ``A1000``.  Unknown ``gpu:`` keys (a flavor older than the validators)
+    make this filter reject the request's hosts.
+    """
+
+    RUN_ON_REBUILD = False
+    FAMILY = state_cache.FAMILY_MODEL
+
+    def constraint(self, req):
+        if not (req.models or req.vendor or req.mode or req.vgpu_types):
+            return None
+        return (req.models, req.vendor, req.mode, req.vgpu_types)
+
+    def describe(self, constraint):
+        models, vendor, mode, types = constraint
+        return 'model %s, vendor %s, mode %s, vGPU type %s' % (
+            ','.join(models) or 'any', vendor or 'any', mode or 'any',
+            ','.join(sorted(types)) if types else 'any')
+
+    def fact_passes(self, fact, constraint):
+        models, vendor, mode, types = constraint
+        gpu_vendor, model, gpu_mode, gpu_types = fact
+        if vendor and gpu_vendor != vendor:
+            return False
+        if models:
+            if not model:
+                return False
+            for req in models:
+                if model == req or model.startswith(req + '_'):
+                    break
+            else:
+                return False
+        if mode:
+            if mode == 'vgpu':
+                if gpu_mode not in state_cache.VGPU_MODES:
+                    return False
+            elif gpu_mode != mode:
+                return False
+        if types and types.isdisjoint(gpu_types):
+            return False
+        return True

@@ -1,0 +1,32 @@
+"""GpuPackingWeigher: free GPU capacity after this request."""
+from gpu_nova_ext.scheduler import base
+
+
+class GpuPackingWeigher(base.GpuWeigher):
+    """Binpack (or spread) GPU servers over hosts.
+
+    Raw value: the host's free GPU capacity (in GPU equivalents: a
+    whole free GPU is 1, a vGPU-capable GPU with 3 of 8 instances free is
+    0.375; unhealthy GPUs count 0) minus what the claimed candidate takes.
+
+    ``[gpu_weights] packing_weight_multiplier`` (aggregate metadata of the
+    same name overrides it): negative binpacks (fills hosts already in
+    use, keeping whole hosts free for large requests), positive spreads.
+    """
+
+    OPTION = 'packing_weight_multiplier'
+
+    def value(self, record, gpus, host_state, ctx):
+        if record is None:
+            return None
+        free = record.free_units
+        if gpus:
+            by_provider = record.by_provider
+            allocations = host_state.allocation_candidates[0]['allocations']
+            for rp, alloc in allocations.items():
+                gpu = by_provider.get(rp)
+                if gpu is not None:
+                    amount = max(alloc['resources'].values(), default=1)
+                    free -= min(gpu.free_units,
+                                gpu.unit_per_instance * amount)
+        return free

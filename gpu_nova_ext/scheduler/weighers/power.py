@@ -1,0 +1,24 @@
+"""GpuPowerWeigher: prefer GPUs far from their power cap."""
+from gpu_nova_ext.scheduler import base
+
+
+class GpuPowerWeigher(base.GpuWeigher):
+    """Weigh hosts by the power headroom of their GPUs.
+
+    Raw value: power headroom, the fraction (0..1) of the power limit
+    left unused, of the GPU(s) the claimed candidate uses (least headroom
+    among them; the host's best usable GPU when the candidate maps to no
+    known GPU).  Multiplier ``[gpu_weights] power_weight_multiplier``
+    (0.0, off, by default).
+    """
+
+    OPTION = 'power_weight_multiplier'
+
+    def value(self, record, gpus, host_state, ctx):
+        if record is None:
+            return None
+        values = [g.power_headroom for g in gpus
+                  if g.power_headroom is not None]
+        if values:
+            return min(values)
+        return record.max_power_headroom

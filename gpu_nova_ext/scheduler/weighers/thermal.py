@@ -1,0 +1,23 @@
+"""GpuThermalWeigher: prefer GPUs far from their slowdown temperature."""
+from gpu_nova_ext.scheduler import base
+
+
+class GpuThermalWeigher(base.GpuWeigher):
+    """Weigh hosts by the thermal headroom of their GPUs.
+
+    Raw value: thermal headroom in degrees C (slowdown threshold minus
+    temperature) of the hottest GPU the claimed candidate uses (the
+    host's coolest usable GPU when the candidate maps to no known GPU).
+    Multiplier ``[gpu_weights] thermal_weight_multiplier``.
+    """
+
+    OPTION = 'thermal_weight_multiplier'
+
+    def value(self, record, gpus, host_state, ctx):
+        if record is None:
+            return None
+        values = [g.thermal_headroom for g in gpus
+                  if g.thermal_headroom is not None]
+        if values:
+            return min(values)
+        return record.max_thermal_headroom

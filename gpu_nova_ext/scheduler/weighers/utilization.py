@@ -1,0 +1,24 @@
+"""GpuUtilizationWeigher: prefer idle GPUs."""
+from gpu_nova_ext.scheduler import base
+
+
+class GpuUtilizationWeigher(base.GpuWeigher):
+    """Weigh hosts by how idle their GPUs are.
+
+    Raw value: 1 - mean utilization (0..1) of the GPUs the claimed
+    candidate uses (of the host's usable GPUs when the candidate maps to
+    no GPU provider the cache knows).  Multiplier
+    ``[gpu_weights] utilization_weight_multiplier``.
+    """
+
+    OPTION = 'utilization_weight_multiplier'
+
+    def value(self, record, gpus, host_state, ctx):
+        if record is None:
+            return None
+        values = [g.utilization for g in gpus if g.utilization is not None]
+        if values:
+            return 1.0 - sum(values) / len(values)
+        if record.mean_utilization is None:
+            return None
+        return 1.0 - record.mean_utilization

@@ -1,0 +1,535 @@
+"""The scheduler-side GPU state cache (DESIGN section 5).
+
+One :class:`GpuStateCache` per nova-scheduler process keeps the newest
+valid payload per host.  Ingestion (:meth:`GpuStateCache.update`, also the
+RPC endpoint's path) validates the payload and precomputes what the GPU
+filters and weighers need, so that their per-request work is dict lookups
+and attribute reads:
+
+* :class:`GpuRecord` per GPU: normalized model, effective memory (a vGPU's
+  framebuffer), parsed driver and CUDA versions, health rank, free
+  capacity, utilization, thermal and power headroom;
+* :class:`HostRecord` per host: its GPUs, ``provider UUID -> GpuRecord``,
+  free/total GPU capacity and host-wide fallbacks, plus a ``memo`` dict
+  that filters fill with per-constraint verdicts (a new payload brings a
+  new record, so the memo never outlives the state it was computed from);
+* a process-wide ``provider UUID -> GpuRecord`` index (candidate-based GPU
+  request detection) and ``host/nodename/root provider UUID -> HostRecord``.
+
+A host's state is live for ``[gpu_scheduler] state_ttl`` seconds after it
+was *received* (the scheduler's clock: agents' clocks may be skewed); an
+older ``generated_at`` never replaces a newer one.
+"""
+from collections.abc import Callable
+import dataclasses
+import os
+import threading
+import time
+from typing import Any
+
+from oslo_config import cfg
+from oslo_log import log as logging
+
+from gpu_nova_ext import conf as gconf
+from gpu_nova_ext import exception
+from gpu_nova_ext import naming
+from gpu_nova_ext.state import payload as schema
+
+LOG = logging.getLogger(__name__)
+
+HEALTH_RANK = {'healthy': 0, 'degraded': 1, 'unhealthy': 2}
+VGPU_MODES = frozenset([naming.MODE_VGPU, naming.MODE_VGPU_VFIO,
+                        naming.MODE_MIG_VGPU])
+# Used for thermal headroom when NVML did not report the slowdown
+# threshold (typical of current data-centre GPUs).
+DEFAULT_SLOWDOWN_C = 90.0
+
+# Filter families: the GPU facts a filter judges.  A host's GPUs grouped
+# by fact (most hosts have one group per family) let a filter judge a
+# host with one memoized lookup per distinct fact instead of per GPU.
+FAMILY_MODEL = 'model'
+FAMILY_MEMORY = 'memory'
+FAMILY_CAPABILITY = 'capability'
+FAMILY_HEALTH = 'health'
+
+_DEFAULT_TTL = 120.0
+_DEFAULT_MAX_BYTES = 1048576
+_DEFAULT_MAX_GPUS = 64
+
+
+def _version(value: str | None) -> tuple[int, ...] | None:
+    if not value:
+        return None
+    try:
+        return tuple(int(p) for p in value.split('.'))
+    except ValueError:
+        return None
+
+
+@dataclasses.dataclass(eq=False, slots=True)
+class GpuRecord:
+    """One GPU of a live payload, in the shape the plugins read."""
+
+    host: str
+    pci_address: str
+    provider_uuids: tuple[str, ...]
+    vendor: str | None
+    model: str                       # normalized; '' when unknown
+    memory_mib: int | None           # physical memory
+    mode: str | None
+    offered_vgpu_type: str | None
+    vgpu_type_keys: frozenset        # ids and names of the offered type(s)
+    effective_memory_mib: int | None  # vGPU framebuffer or physical memory
+    driver: tuple[int, ...] | None
+    cuda_cc: tuple[int, ...] | None
+    health: str
+    health_rank: int
+    utilization: float | None        # 0..1
+    thermal_headroom: float | None   # degrees C below slowdown
+    power_headroom: float | None     # 0..1 of the power limit left
+    free_units: float                # GPU equivalents free (0..1)
+    unit_per_instance: float         # GPU equivalents one instance takes
+    state: dict[str, Any]            # the payload's GPU object
+
+    def facts(self) -> dict[str, Any]:
+        """What each filter family reads, as hashable values."""
+        return {
+            FAMILY_MODEL: (self.vendor, self.model, self.mode,
+                           self.vgpu_type_keys),
+            FAMILY_MEMORY: self.effective_memory_mib,
+            FAMILY_CAPABILITY: (self.cuda_cc, self.driver),
+            FAMILY_HEALTH: self.health_rank,
+        }
+
+
+@dataclasses.dataclass(eq=False, slots=True)
+class HostRecord:
+    """The live state of one host."""
+
+    host: str
+    nodename: str | None
+    root_provider_uuid: str | None
+    generated_at: float
+    received_at: float
+    payload: dict[str, Any]
+    gpus: tuple[GpuRecord, ...]
+    by_provider: dict[str, GpuRecord]
+    free_units: float                # over healthy and degraded GPUs
+    total_units: float               # GPUs that are not unhealthy
+    idle_gpus: int                   # usable GPUs with nothing on them
+    mean_utilization: float | None
+    max_thermal_headroom: float | None
+    max_power_headroom: float | None
+    # family -> {fact: provider UUIDs of the GPUs with that fact}
+    groups: dict[str, dict[Any, tuple[str, ...]]]
+    # family -> frozenset of the facts of the host's GPUs (hosts alike
+    # share a verdict)
+    fact_sets: dict[str, frozenset]
+    # intra-host policy -> {provider UUID: rank, 0 best}; the root
+    # provider ranks last (ORDER_LAST) so that a candidate's rank is the
+    # min over its providers
+    order: dict[str, dict[str, float]]
+    memo: dict = dataclasses.field(default_factory=dict)
+
+    def names(self) -> tuple[str, ...]:
+        return tuple(n for n in (self.root_provider_uuid, self.nodename,
+                                 self.host) if n)
+
+
+def _capacity(gpu: dict[str, Any], mode: str | None
+              ) -> tuple[float, float, dict | None]:
+    """(free units, units per instance, offered vGPU type entry)."""
+    offered = gpu.get('offered_vgpu_type')
+    types = gpu.get('vgpu_types') or []
+    entry = None
+    if offered:
+        for t in types:
+            if t.get('id') == offered or t.get('name') == offered:
+                entry = t
+                break
+    elif len(types) == 1:
+        entry = types[0]
+    if mode in VGPU_MODES and entry is not None:
+        available = entry.get('available') or 0
+        most = entry.get('max')
+        if most:
+            return min(1.0, available / most), 1.0 / most, entry
+        return (1.0 if available else 0.0), 1.0, entry
+    if gpu.get('assigned'):
+        return 0.0, 1.0, entry
+    return 1.0, 1.0, entry
+
+
+def build_gpu_record(host: str, gpu: dict[str, Any]) -> GpuRecord:
+    """Precompute one GPU's lookups from a validated payload entry."""
+    mode = gpu.get('mode')
+    free, per_instance, entry = _capacity(gpu, mode)
+    health = (gpu.get('health') or {}).get('state') or 'unhealthy'
+    metrics = gpu.get('metrics') or {}
+    offered = gpu.get('offered_vgpu_type')
+    if entry is not None:
+        keys = frozenset(k for k in (entry.get('id'), entry.get('name'),
+                                     offered) if k)
+    elif offered:
+        keys = frozenset([offered])
+    else:
+        keys = frozenset(k for t in gpu.get('vgpu_types') or []
+                         for k in (t.get('id'), t.get('name')) if k)
+    memory = gpu.get('memory_mib')
+    if mode in VGPU_MODES:
+        effective = entry.get('framebuffer_mib') if entry else None
+    else:
+        effective = memory
+    util = metrics.get('utilization_pct')
+    temp = metrics.get('temperature_c')
+    slowdown = metrics.get('slowdown_temperature_c') or DEFAULT_SLOWDOWN_C
+    power = metrics.get('power_w')
+    limit = metrics.get('power_limit_w')
+    if health == 'unhealthy':
+        free = 0.0
+    return GpuRecord(
+        host=host,
+        pci_address=gpu['pci_address'],
+        provider_uuids=tuple(gpu.get('provider_uuids') or ()),
+        vendor=(gpu.get('vendor') or '').lower() or None,
+        model=naming.normalize_model(gpu.get('model') or ''),
+        memory_mib=memory,
+        mode=mode,
+        offered_vgpu_type=offered,
+        vgpu_type_keys=keys,
+        effective_memory_mib=effective,
+        driver=_version(gpu.get('driver_version')),
+        cuda_cc=_version(gpu.get('cuda_cc')),
+        health=health,
+        health_rank=HEALTH_RANK.get(health, 2),
+        utilization=None if util is None else util / 100.0,
+        thermal_headroom=None if temp is None else slowdown - temp,
+        power_headroom=(None if power is None or not limit
+                        else max(0.0, (limit - power) / limit)),
+        free_units=free,
+        unit_per_instance=per_instance,
+        state=gpu,
+    )
+
+
+ORDER_LAST = float('inf')
+INTRA_HOST_POLICIES = ('pack', 'spread', 'coolest', 'least_loaded')
+
+
+def _order_key(policy: str) -> Callable[[GpuRecord], tuple]:
+    """Sort key of a host's GPUs for an intra-host policy (best first).
+
+    Healthy GPUs come before degraded ones, those before unhealthy ones.
+    """
+    if policy == 'spread':
+        return lambda g: (g.health_rank, -g.free_units, g.pci_address)
+    if policy == 'coolest':
+        return lambda g: (g.health_rank,
+                          -(g.thermal_headroom if g.thermal_headroom
+                            is not None else -ORDER_LAST), g.pci_address)
+    if policy == 'least_loaded':
+        return lambda g: (g.health_rank,
+                          g.utilization if g.utilization is not None
+                          else ORDER_LAST, g.pci_address)
+    # pack: the GPU with the least free capacity left
+    return lambda g: (g.health_rank, g.free_units, g.pci_address)
+
+
+def _orders(gpus: tuple[GpuRecord, ...],
+            root: str | None) -> dict[str, dict[str, float]]:
+    orders = {}
+    for policy in INTRA_HOST_POLICIES:
+        ranks = {}
+        if root:
+            ranks[root] = ORDER_LAST
+        for rank, gpu in enumerate(sorted(gpus, key=_order_key(policy))):
+            for rp in gpu.provider_uuids:
+                ranks[rp] = rank
+        orders[policy] = ranks
+    return orders
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def build_host_record(payload: dict[str, Any],
+                      received_at: float) -> HostRecord:
+    """Precompute a host's lookups from a validated payload."""
+    host = payload['host']
+    gpus = tuple(build_gpu_record(host, g) for g in payload['gpus'])
+    by_provider = {}
+    groups: dict[str, dict[Any, list[str]]] = {}
+    for gpu in gpus:
+        for rp in gpu.provider_uuids:
+            by_provider[rp] = gpu
+        for family, fact in gpu.facts().items():
+            groups.setdefault(family, {}).setdefault(fact, []).extend(
+                gpu.provider_uuids)
+    usable = [g for g in gpus if g.health_rank < 2]
+    utils_ = [g.utilization for g in usable if g.utilization is not None]
+    thermal = [g.thermal_headroom for g in usable
+               if g.thermal_headroom is not None]
+    power = [g.power_headroom for g in usable
+             if g.power_headroom is not None]
+    return HostRecord(
+        host=host,
+        nodename=payload.get('nodename'),
+        root_provider_uuid=payload.get('root_provider_uuid'),
+        generated_at=float(payload['generated_at']),
+        received_at=received_at,
+        payload=payload,
+        gpus=gpus,
+        by_provider=by_provider,
+        free_units=sum(g.free_units for g in usable),
+        total_units=float(len(usable)),
+        idle_gpus=sum(1 for g in usable if g.free_units >= 1.0),
+        mean_utilization=_mean(utils_),
+        max_thermal_headroom=max(thermal) if thermal else None,
+        max_power_headroom=max(power) if power else None,
+        groups={family: {fact: tuple(rps) for fact, rps in facts.items()}
+                for family, facts in groups.items()},
+        fact_sets={family: frozenset(facts)
+                   for family, facts in groups.items()},
+        order=_orders(gpus, payload.get('root_provider_uuid')),
+    )
+
+
+class GpuStateCache:
+    """Newest valid GPU state per host, with precomputed lookups.
+
+    :param conf: a ConfigOpts with ``gpu_nova_ext.conf.register_nova_opts``
+        applied (``[gpu_scheduler]`` is read from it); None uses the
+        option defaults until :meth:`configure` or :meth:`start` is called.
+    :param clock: seconds, monotonic; tests inject their own.
+    """
+
+    def __init__(self, conf: cfg.ConfigOpts | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self._conf = None
+        self._lock = threading.Lock()
+        self._hosts: dict[str, HostRecord] = {}
+        # host, nodename and root provider UUID -> record
+        self._index: dict[str, HostRecord] = {}
+        self._providers: dict[str, GpuRecord] = {}
+        self._server = None
+        self._server_pid = None
+        self._start_failed_pid = None
+        self.ttl = _DEFAULT_TTL
+        self._max_bytes = _DEFAULT_MAX_BYTES
+        self._max_gpus = _DEFAULT_MAX_GPUS
+        if conf is not None:
+            self.configure(conf)
+
+    # -- configuration and the RPC listener ---------------------------
+
+    def configure(self, conf: cfg.ConfigOpts) -> None:
+        """Read ``[gpu_scheduler]`` options from ``conf``."""
+        gconf.register_nova_opts(conf)
+        self._conf = conf
+        group = conf.gpu_scheduler
+        self.ttl = group.state_ttl
+        self._max_bytes = group.max_payload_bytes
+        self._max_gpus = group.max_gpus_per_host
+
+    def start(self, conf: cfg.ConfigOpts) -> None:
+        """Run the state RPC server of this process; idempotent.
+
+        After a fork, the child (another ``os.getpid()``) starts its own
+        server.  Raises what the RPC layer raises.
+        """
+        with self._lock:
+            pid = os.getpid()
+            if self._server is not None and self._server_pid == pid:
+                return
+            self.configure(conf)
+            from gpu_nova_ext.state import rpc
+            server = rpc.SchedulerStateServer(conf, self)
+            server.start()
+            self._server, self._server_pid = server, pid
+
+    def stop(self) -> None:
+        """Stop this process's RPC server; idempotent."""
+        with self._lock:
+            server, self._server = self._server, None
+            pid, self._server_pid = self._server_pid, None
+        if server is not None and pid == os.getpid():
+            server.stop()
+
+    @property
+    def started(self) -> bool:
+        return self._server is not None and self._server_pid == os.getpid()
+
+    def ensure_started(self, conf: cfg.ConfigOpts) -> None:
+        """What filters and weighers call on each request; never raises.
+
+        Applies ``conf`` and, when ``[gpu_scheduler] state_listener`` is
+        True, starts the listener once per process.  A failure is logged
+        once (per process) and not retried: the plugins then see no live
+        state and ``missing_state_policy`` decides.
+        """
+        pid = os.getpid()
+        if self._server is not None and self._server_pid == pid:
+            return
+        try:
+            if self._conf is not conf:
+                self.configure(conf)
+            if not conf.gpu_scheduler.state_listener:
+                return
+            if self._start_failed_pid == pid:
+                return
+            self.start(conf)
+        except Exception as exc:
+            if self._start_failed_pid != pid:
+                self._start_failed_pid = pid
+                LOG.error('GPU state listener could not start (%s); GPU '
+                          'filters and weighers run without live GPU state '
+                          'until nova-scheduler restarts. Check '
+                          'transport_url and [gpu_scheduler].', exc)
+
+    # -- ingestion -------------------------------------------------------
+
+    def update(self, payload: Any) -> bool:
+        """Validate and ingest one payload; False when it is rejected.
+
+        A malformed payload is dropped with one warning and leaves every
+        other host's state as it was; a payload whose ``generated_at`` is
+        older than the one held is ignored (logged at debug).
+        """
+        try:
+            schema.validate(payload, self._max_bytes, self._max_gpus)
+        except exception.InvalidStatePayload as exc:
+            LOG.warning('%s', exc)
+            return False
+        try:
+            record = build_host_record(payload, self.clock())
+        except (KeyError, TypeError, ValueError) as exc:
+            LOG.warning('Rejected GPU state payload from %(host)s: %(err)s',
+                        {'host': payload.get('host'), 'err': exc})
+            return False
+        with self._lock:
+            old = self._hosts.get(record.host)
+            if old is not None and record.generated_at < old.generated_at:
+                LOG.debug('Ignored GPU state of %(host)s generated at '
+                          '%(new)s: holding newer state from %(old)s',
+                          {'host': record.host, 'new': record.generated_at,
+                           'old': old.generated_at})
+                return False
+            if old is not None:
+                for name in old.names():
+                    if self._index.get(name) is old:
+                        del self._index[name]
+                for rp, gpu in old.by_provider.items():
+                    if self._providers.get(rp) is gpu:
+                        del self._providers[rp]
+            self._hosts[record.host] = record
+            for name in record.names():
+                self._index[name] = record
+            self._providers.update(record.by_provider)
+        return True
+
+    def remove(self, host: str) -> None:
+        """Forget a host's state (tools, tests)."""
+        with self._lock:
+            old = self._hosts.pop(host, None)
+            if old is None:
+                return
+            for name in old.names():
+                if self._index.get(name) is old:
+                    del self._index[name]
+            for rp, gpu in old.by_provider.items():
+                if self._providers.get(rp) is gpu:
+                    del self._providers[rp]
+
+    # -- lookups -----------------------------------------------------------
+
+    def _oldest_live(self, now: float | None) -> float:
+        return (self.clock() if now is None else now) - self.ttl
+
+    def get(self, host: str) -> dict[str, Any] | None:
+        """The live payload of ``host`` (or of a nodename / root RP UUID)."""
+        record = self.host_record(host)
+        return record.payload if record is not None else None
+
+    def hosts(self) -> list[str]:
+        """Hosts with live state, sorted."""
+        oldest = self._oldest_live(None)
+        return sorted(h for h, r in list(self._hosts.items())
+                      if r.received_at >= oldest)
+
+    def host_record(self, name: str,
+                    now: float | None = None) -> HostRecord | None:
+        """Live record by host, nodename or root provider UUID."""
+        record = self._index.get(name)
+        if record is None or record.received_at < self._oldest_live(now):
+            return None
+        return record
+
+    def lookup(self, host_state: Any, oldest: float) -> HostRecord | None:
+        """Live record of a nova HostState.
+
+        Looked up by compute node UUID (the root provider), then nodename,
+        then host.
+
+        :param oldest: ``now - state_ttl`` as :meth:`oldest_live` gives it
+            (computed once per request, not per host).
+        """
+        index = self._index
+        record = (index.get(host_state.uuid)
+                  or index.get(host_state.nodename)
+                  or index.get(host_state.host))
+        if record is None or record.received_at < oldest:
+            return None
+        return record
+
+    def oldest_live(self, now: float | None = None) -> float:
+        """Receive time before which state counts as missing."""
+        return self._oldest_live(now)
+
+    def gpu_for_provider(self, provider_uuid: str,
+                         now: float | None = None) -> GpuRecord | None:
+        """The live GPU a Placement provider is backed by, or None."""
+        gpu = self._providers.get(provider_uuid)
+        if gpu is None:
+            return None
+        record = self._hosts.get(gpu.host)
+        if record is None or record.received_at < self._oldest_live(now):
+            return None
+        return gpu
+
+    def is_gpu_provider(self, provider_uuid: str) -> bool:
+        """True when any payload (live or not) named this provider."""
+        return provider_uuid in self._providers
+
+    def free_capacity(self, host: str) -> tuple[float, float] | None:
+        """(free, total) GPU equivalents of a host with live state."""
+        record = self.host_record(host)
+        if record is None:
+            return None
+        return record.free_units, record.total_units
+
+
+_CACHE: GpuStateCache | None = None
+_CACHE_LOCK = threading.Lock()
+
+
+def get_cache() -> GpuStateCache:
+    """The process singleton."""
+    global _CACHE
+    cache = _CACHE
+    if cache is None:
+        with _CACHE_LOCK:
+            if _CACHE is None:
+                _CACHE = GpuStateCache()
+            cache = _CACHE
+    return cache
+
+
+def reset_cache() -> None:
+    """Drop the singleton, stopping its listener (tests, tools)."""
+    global _CACHE
+    with _CACHE_LOCK:
+        cache, _CACHE = _CACHE, None
+    if cache is not None:
+        cache.stop()
