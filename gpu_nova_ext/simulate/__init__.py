@@ -1,0 +1,12 @@
+"""``gpu-nova-ext simulate``: see where GPU servers land, and why.
+
+A scenario (YAML, :mod:`gpu_nova_ext.simulate.scenario`) describes compute
+hosts (a libvirt test-driver host XML plus simulated NVML facts per GPU),
+flavors and a sequence of boots and events.  The runner
+(:mod:`gpu_nova_ext.simulate.runner`) plays it against real parts: an
+embedded openstack-placement, one real agent cycle per host, the GPU state
+channel over oslo.messaging's ``fake://`` transport, and Nova's own request
+spec, Placement query, HostState, filter and weight handler code
+(:mod:`gpu_nova_ext.simulate.nova_env`).  :mod:`gpu_nova_ext.simulate.output`
+prints the result as tables or JSON.
+"""

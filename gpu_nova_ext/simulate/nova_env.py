@@ -1,0 +1,419 @@
+"""Nova's own scheduling code, driven in process by the simulator.
+
+What nova-api, nova-conductor and nova-scheduler do for a boot, minus the
+databases and the RPC between them:
+
+* the flavor is a real ``nova.objects.Flavor``, its extra specs pass nova-api's
+  extra spec validators (``gpu:`` included, through our validator plugin);
+* the ``RequestSpec`` is built as nova-api builds it
+  (``RequestSpec.from_components`` with the flavor's PCI requests);
+* Nova's request filters (``nova.scheduler.request_filter``) that need no
+  database run; the Placement query comes from
+  ``nova.scheduler.utils.resources_from_request_spec`` and is sent, and the
+  winner claimed, by Nova's ``SchedulerReportClient`` and
+  ``nova.scheduler.utils.claim_resources``;
+* each candidate host is a ``nova.scheduler.host_manager.HostState`` updated
+  from a ``ComputeNode`` record (as the resource tracker would have saved
+  it) with its ``allocation_candidates`` set as ``SchedulerManager._schedule``
+  sets them;
+* filters and weighers are loaded and run by Nova's ``HostFilterHandler``
+  and ``HostWeightHandler`` from ``[filter_scheduler]`` options, with the
+  same sorting, ``host_subset_size`` choice and ``consume_from_request``.
+
+Nova's options live on the global ``nova.conf.CONF``; :class:`NovaConfig`
+sets the scenario's ``nova_conf:`` there as overrides and clears them when
+the simulation ends.
+"""
+import json
+import random
+from typing import Any
+import uuid
+import warnings
+
+import os_traits
+from oslo_config import cfg
+from oslo_log import log as logging
+
+from gpu_nova_ext import conf as gconf
+from gpu_nova_ext.simulate import scenario as scn
+
+LOG = logging.getLogger(__name__)
+
+NOVA_FILTERS = 'nova.scheduler.filters.all_filters'
+GPU_FILTERS = 'gpu_nova_ext.scheduler.filters.all_filters'
+NOVA_WEIGHERS = 'nova.scheduler.weights.all_weighers'
+GPU_WEIGHERS = 'gpu_nova_ext.scheduler.weighers.all_weighers'
+GPU_FILTER_NAMES = ['GpuModelFilter', 'GpuMemoryFilter',
+                    'GpuCapabilityFilter', 'GpuHealthFilter',
+                    'GpuCandidateOrderFilter']
+# Nova needs PciPassthroughFilter for flavors with pci_passthrough:alias,
+# PCI in Placement or not (nova's PCI passthrough guide).
+PCI_FILTER = 'PciPassthroughFilter'
+# Request filters that read Nova's databases (compute service versions);
+# see :func:`prefilter`.
+DB_REQUEST_FILTERS = ('owner_nova_filter',)
+
+PROJECT_ID = 'simulator'
+USER_ID = 'simulator'
+
+
+def _nova():
+    """Import Nova lazily: the rest of gpu_nova_ext does not need it."""
+    with warnings.catch_warnings():
+        # eventlet, imported by some of Nova's dependencies, warns that it
+        # is deprecated; the simulator does not use it.
+        warnings.simplefilter('ignore', DeprecationWarning)
+        import nova.conf
+        from nova import objects
+    objects.register_all()
+    return nova.conf.CONF
+
+
+class NovaConfig:
+    """The scenario's ``nova_conf:`` applied to Nova's global CONF.
+
+    Defaults added here (each can be overridden by the scenario):
+
+    * ``[filter_scheduler] available_filters``: Nova's and ours;
+      ``enabled_filters``: Nova's default list, ``PciPassthroughFilter``
+      and every GPU filter; ``weight_classes``: Nova's and ours;
+      ``pci_in_placement = True`` (passthrough GPUs are PCI-in-Placement
+      providers here);
+    * ``[gpu_scheduler] state_listener = False``: the simulator feeds the
+      state cache through its own ``fake://`` state server.
+    """
+
+    def __init__(self, scenario: scn.Scenario):
+        self.scenario = scenario
+        self.conf = _nova()
+        gconf.register_nova_opts(self.conf)
+        self._overrides: list[tuple[str, str | None]] = []
+
+    def apply(self) -> None:
+        conf = self.conf
+        nova_defaults = list(conf.filter_scheduler.enabled_filters)
+        defaults = {
+            'filter_scheduler': {
+                'available_filters': [NOVA_FILTERS, GPU_FILTERS],
+                'enabled_filters': (
+                    nova_defaults + [PCI_FILTER] + GPU_FILTER_NAMES),
+                'weight_classes': [NOVA_WEIGHERS, GPU_WEIGHERS],
+                'pci_in_placement': True,
+            },
+            'gpu_scheduler': {'state_listener': False},
+        }
+        for group, opts in defaults.items():
+            for name, value in opts.items():
+                self._set(name, value, group)
+        for group, opts in self.scenario.nova_conf.items():
+            for name, value in opts.items():
+                self._set_from_scenario(group, name, value)
+
+    def _set(self, name: str, value: Any, group: str | None) -> None:
+        self.conf.set_override(name, value, group)
+        self._overrides.append((name, group))
+
+    def _set_from_scenario(self, group: str, name: str, value: Any) -> None:
+        entry = 'nova_conf.%s.%s' % (group, name)
+        conf_group = None if group == 'DEFAULT' else group
+        if group == 'pci' and name in ('alias', 'device_spec'):
+            # written as YAML mappings for readability: nova wants JSON
+            items = value if isinstance(value, list) else [value]
+            value = [v if isinstance(v, str) else json.dumps(v)
+                     for v in items]
+        try:
+            self._set(name, value, conf_group)
+            # set_override converts; reading it back checks bounds/choices
+            getattr(self.conf if conf_group is None
+                    else getattr(self.conf, conf_group), name)
+        except (cfg.NoSuchOptError, cfg.NoSuchGroupError):
+            raise self.scenario.error(
+                entry, 'Nova has no option [%s] %s. Check the group and '
+                'option names in nova.conf.sample (or ours in '
+                'etc/gpu-nova-ext/nova.conf.sample).' % (group, name))
+        except (ValueError, TypeError, cfg.Error) as exc:
+            raise self.scenario.error(
+                entry, 'bad value %r: %s. Use a value of the option\'s type '
+                '(see its help in nova.conf.sample).' % (value, exc))
+
+    def restore(self) -> None:
+        for name, group in reversed(self._overrides):
+            try:
+                self.conf.clear_override(name, group)
+            except cfg.Error:
+                pass
+        self._overrides = []
+
+
+def check_flavors(scenario: scn.Scenario) -> None:
+    """Validate every flavor as nova-api (microversion >= 2.86) would.
+
+    Runs Nova's extra spec validators (ours for ``gpu:`` among them) and
+    turns each PCI alias into PCI requests as nova-api does at boot, so a
+    bad key, value or undefined alias stops the scenario before any boot.
+    """
+    _nova()
+    from nova.api.validation.extra_specs import validators
+    from nova import exception as nova_exc
+    for name, flavor in scenario.flavors.items():
+        for key, value in flavor.extra_specs.items():
+            try:
+                validators.validate(key, value)
+            except nova_exc.ValidationError as exc:
+                raise scenario.error(
+                    'flavors (%s).extra_specs[%s]' % (name, key),
+                    'nova-api would reject it: %s Fix the key or value.'
+                    % exc.format_message())
+        try:
+            make_flavor(flavor)
+            _pci_requests(make_flavor(flavor))
+        except (nova_exc.PciRequestAliasNotDefined,
+                nova_exc.PciInvalidAlias, nova_exc.Invalid) as exc:
+            raise scenario.error(
+                'flavors (%s).extra_specs' % name,
+                '%s. Define the alias under nova_conf: pci: alias: (name, '
+                'resource_class) or fix the extra spec.'
+                % exc.format_message())
+
+
+def make_flavor(flavor: scn.Flavor, flavor_id: int = 1):
+    from nova import objects
+    return objects.Flavor(
+        id=flavor_id, flavorid=flavor.name, name=flavor.name,
+        vcpus=flavor.vcpus, memory_mb=flavor.ram_mb,
+        root_gb=flavor.disk_gb, ephemeral_gb=0, swap=0,
+        rxtx_factor=1.0, vcpu_weight=0, is_public=True, disabled=False,
+        extra_specs=dict(flavor.extra_specs), description=None)
+
+
+def _pci_requests(flavor):
+    from nova.pci import request as pci_request
+    return pci_request.get_pci_requests_from_flavor(flavor)
+
+
+def admin_context():
+    from nova import context as nova_context
+    return nova_context.RequestContext(
+        user_id=USER_ID, project_id=PROJECT_ID, is_admin=True)
+
+
+def request_spec(ctx, flavor: scn.Flavor, instance_uuid: str):
+    """A RequestSpec as nova-api builds it for a one-server boot."""
+    from nova import objects
+    nova_flavor = make_flavor(flavor)
+    image = objects.ImageMeta(properties=objects.ImageMetaProps())
+    spec = objects.RequestSpec.from_components(
+        ctx, instance_uuid, image, nova_flavor, None,
+        _pci_requests(nova_flavor), {}, None, None,
+        project_id=PROJECT_ID, user_id=USER_ID)
+    return spec
+
+
+def prefilter(ctx, spec) -> None:
+    """Nova's scheduler request filters (``process_reqspec``).
+
+    ``owner_nova_filter`` asks the cell databases for the minimum
+    nova-compute version; the simulated computes are all current Nova, so
+    the simulator applies its outcome for that case: ``OWNER_NOVA`` is
+    required on the root provider and on PCI request groups.
+    """
+    from nova.scheduler import request_filter
+    for func in request_filter.ALL_REQUEST_FILTERS:
+        if getattr(func, '__name__', '') in DB_REQUEST_FILTERS:
+            continue
+        func(ctx, spec)
+    spec.root_required.add(os_traits.OWNER_NOVA)
+    pci_ids = {req.request_id for req in spec.pci_requests.requests
+               if req.request_id}
+    for group in spec.requested_resources or []:
+        if (group.requester_id and
+                group.requester_id.rsplit('-', 1)[0] in pci_ids):
+            group.required_traits.add(os_traits.OWNER_NOVA)
+
+
+def resource_request(ctx, spec):
+    """``nova.scheduler.utils.resources_from_request_spec``."""
+    from nova.scheduler import utils
+    return utils.resources_from_request_spec(ctx, spec, None)
+
+
+def report_client(endpoint: str, token: str = 'admin'):
+    """Nova's SchedulerReportClient talking to ``endpoint`` (noauth2)."""
+    from keystoneauth1 import adapter
+    from keystoneauth1 import session
+    from keystoneauth1 import token_endpoint
+    from nova.scheduler.client import report
+    sess = session.Session(auth=token_endpoint.Token(endpoint, token))
+    return report.SchedulerReportClient(adapter=adapter.Adapter(
+        session=sess, service_type='placement', endpoint_override=endpoint))
+
+
+def claim(ctx, client, spec, instance_uuid: str, alloc_req: dict,
+          version: str) -> bool:
+    """``nova.scheduler.utils.claim_resources``: PUT /allocations."""
+    from nova.scheduler import utils
+    return utils.claim_resources(ctx, client, spec, instance_uuid,
+                                 alloc_req,
+                                 allocation_request_version=version)
+
+
+def compute_node(host: scn.Host, root_uuid: str, used: dict[str, int],
+                 pci_pools: list[dict[str, Any]]):
+    """The ComputeNode record nova-compute's resource tracker would save.
+
+    ``used`` holds ``vcpus``, ``memory_mb``, ``disk_gb`` and ``instances``
+    consumed by the servers booted on the host so far.
+    """
+    from nova import objects
+    from oslo_utils import timeutils
+    pools = objects.PciDevicePoolList(objects=[
+        objects.PciDevicePool(
+            vendor_id=p['vendor_id'], product_id=p['product_id'],
+            numa_node=p.get('numa_node'), count=p['count'],
+            tags={k: str(v) for k, v in p.get('tags', {}).items()})
+        for p in pci_pools])
+    return objects.ComputeNode(
+        uuid=root_uuid, host=host.name, hypervisor_hostname=host.name,
+        memory_mb=host.memory_mb,
+        free_ram_mb=host.memory_mb - used.get('memory_mb', 0),
+        memory_mb_used=used.get('memory_mb', 0),
+        vcpus=host.vcpus, vcpus_used=used.get('vcpus', 0),
+        local_gb=host.disk_gb, local_gb_used=used.get('disk_gb', 0),
+        free_disk_gb=host.disk_gb - used.get('disk_gb', 0),
+        disk_available_least=host.disk_gb - used.get('disk_gb', 0),
+        running_vms=used.get('instances', 0),
+        updated_at=timeutils.utcnow(with_timezone=True),
+        numa_topology=None, pci_device_pools=pools,
+        host_ip='192.0.2.1', hypervisor_type='QEMU',
+        hypervisor_version=8002000, cpu_info='{}',
+        supported_hv_specs=[], current_workload=0,
+        stats={'num_instances': str(used.get('instances', 0))},
+        metrics='[]',
+        cpu_allocation_ratio=host.cpu_allocation_ratio,
+        ram_allocation_ratio=host.ram_allocation_ratio,
+        disk_allocation_ratio=host.disk_allocation_ratio)
+
+
+def host_state(compute, candidates: list[dict]):
+    """A HostState as HostManager builds it, with its candidates.
+
+    ``SchedulerManager._schedule`` gives each host a deep copy of the
+    allocation requests that involve its compute node provider.
+    """
+    import copy
+
+    from nova.scheduler import host_manager
+    from oslo_utils import timeutils
+    state = host_manager.HostState(compute.host, compute.hypervisor_hostname,
+                                   'simulated-cell')
+    service = {'host': compute.host, 'binary': 'nova-compute',
+               'topic': 'compute', 'disabled': False,
+               'disabled_reason': None, 'forced_down': False,
+               'created_at': timeutils.utcnow(), 'updated_at':
+               timeutils.utcnow(), 'last_seen_up': timeutils.utcnow(),
+               'version': 70, 'uuid': str(uuid.uuid5(uuid.NAMESPACE_DNS,
+                                                     compute.host))}
+    state.update(compute, service, [], {})
+    state.allocation_candidates = copy.deepcopy(candidates)
+    return state
+
+
+class Scheduler:
+    """Nova's filter and weight handlers, loaded as HostManager does.
+
+    Filter and weigher classes are subclassed once each to record what they
+    did (which hosts a filter removed; each weigher's normalized weight and
+    multiplier per host), without changing how Nova runs them.
+    """
+
+    def __init__(self, conf: cfg.ConfigOpts):
+        from nova.scheduler import filters
+        from nova.scheduler import weights
+        self.conf = conf
+        self.filter_handler = filters.HostFilterHandler()
+        classes = self.filter_handler.get_matching_classes(
+            conf.filter_scheduler.available_filters)
+        by_name = {cls.__name__: cls for cls in classes}
+        self.filters = []
+        self.filter_log: list[tuple[str, list[str]]] = []
+        for name in conf.filter_scheduler.enabled_filters:
+            if name not in by_name:
+                raise ValueError(
+                    'filter %r is enabled but not available (available: %s)'
+                    % (name, ', '.join(sorted(by_name))))
+            self.filters.append(self._recording_filter(by_name[name])())
+        self.weight_handler = weights.HostWeightHandler()
+        self.weight_log: dict[str, dict[str, float]] = {}
+        self.weighers = [
+            self._recording_weigher(cls)()
+            for cls in self.weight_handler.get_matching_classes(
+                conf.filter_scheduler.weight_classes)]
+
+    def _recording_filter(self, cls):
+        log = self.filter_log
+
+        def filter_all(inner, filter_obj_list, spec_obj):
+            before = list(filter_obj_list)
+            result = cls.filter_all(inner, before, spec_obj)
+            if result is None:
+                return None
+            after = list(result)
+            kept = {id(h) for h in after}
+            log.append((cls.__name__,
+                        [h.host for h in before if id(h) not in kept]))
+            return after
+
+        return type(cls.__name__, (cls,), {'filter_all': filter_all,
+                                           '__module__': cls.__module__})
+
+    def _recording_weigher(self, cls):
+        log = self.weight_log
+        from nova import weights as nova_weights
+
+        def weigh_objects(inner, weighed_obj_list, weight_properties):
+            raw = cls.weigh_objects(inner, weighed_obj_list,
+                                    weight_properties)
+            normalized = list(nova_weights.normalize(
+                raw, minval=inner.minval, maxval=inner.maxval))
+            inner._normalized = {id(o.obj): w for o, w in
+                                 zip(weighed_obj_list, normalized)}
+            return raw
+
+        def weight_multiplier(inner, host_state):
+            multiplier = cls.weight_multiplier(inner, host_state)
+            norm = getattr(inner, '_normalized', {}).get(id(host_state), 0.0)
+            log.setdefault(host_state.host, {})[cls.__name__] = (
+                multiplier * norm)
+            return multiplier
+
+        return type(cls.__name__, (cls,), {
+            'weigh_objects': weigh_objects,
+            'weight_multiplier': weight_multiplier,
+            '__module__': cls.__module__})
+
+    def select(self, hosts: list, spec, index: int = 0) -> list:
+        """``SchedulerManager._get_sorted_hosts``: filter, weigh, order."""
+        self.filter_log.clear()
+        self.weight_log.clear()
+        filtered = self.filter_handler.get_filtered_objects(
+            self.filters, hosts, spec, index)
+        if not filtered:
+            return []
+        weighed = self.weight_handler.get_weighed_objects(
+            self.weighers, filtered, spec)
+        if self.conf.filter_scheduler.shuffle_best_same_weighed_hosts:
+            best = [w for w in weighed if w.weight == weighed[0].weight]
+            random.shuffle(best)
+            weighed = best + weighed[len(best):]
+        ordered = [w.obj for w in weighed]
+        self.total_weights = {w.obj.host: w.weight for w in weighed}
+        subset = ordered[:self.conf.filter_scheduler.host_subset_size]
+        chosen = random.choice(subset)
+        ordered.remove(chosen)
+        return [chosen] + ordered
+
+    def rejection(self) -> str:
+        """Which filter removed which hosts, for a NoValidHost message."""
+        parts = ['%s removed %s' % (name, ', '.join(hosts))
+                 for name, hosts in self.filter_log if hosts]
+        return '; '.join(parts) or 'no host passed the filters'
