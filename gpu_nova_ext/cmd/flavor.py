@@ -8,6 +8,9 @@ from oslo_config import cfg
 from gpu_nova_ext import exception
 from gpu_nova_ext.operator import flavor
 
+#: the first compute microversion at which nova-api validates extra specs
+EXTRA_SPECS_MICROVERSION = '2.86'
+
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
@@ -130,7 +133,13 @@ def create(conn, plan: flavor.FlavorPlan):
         raise exception.GpuNovaExtException(
             'Nova refused flavor %r: %s' % (plan.name, exc))
     try:
-        conn.compute.create_flavor_extra_specs(made, plan.extra_specs)
+        # 2.86: nova-api validates every key (ours through the gpu:
+        # validators), so a typo fails here and not at boot time
+        resp = conn.compute.post(
+            '/flavors/%s/os-extra_specs' % made.id,
+            json={'extra_specs': plan.extra_specs},
+            microversion=EXTRA_SPECS_MICROVERSION)
+        os_exc.raise_from_response(resp)
     except os_exc.SDKException as exc:
         conn.compute.delete_flavor(made, ignore_missing=True)
         raise exception.GpuNovaExtException(
