@@ -1,0 +1,93 @@
+"""The pure part of the audit: grouping, capacity, driver consistency."""
+import testtools
+
+from gpu_nova_ext.operator import audit
+
+
+def rp(uuid, name, root, traits=(), inv=None, used=None, reserved=0):
+    return audit.ProviderView(
+        uuid=uuid, name=name, root_uuid=root,
+        parent_uuid=None if uuid == root else root, traits=list(traits),
+        inventories={rc: {'total': t, 'reserved': reserved}
+                     for rc, t in (inv or {}).items()},
+        usages=dict(used or {}))
+
+
+def host(name, driver, gpus=1):
+    views = [rp(name, name, name)]
+    for i in range(gpus):
+        views.append(rp('%s-g%d' % (name, i),
+                        '%s_pci_0000_%02x_00_0' % (name, 0x3b + i), name,
+                        traits=['CUSTOM_GPU_MODEL_L4',
+                                'CUSTOM_GPU_DRIVER_%s' % driver],
+                        inv={'VGPU': 4}))
+    return views
+
+
+class TestAudit(testtools.TestCase):
+
+    def test_provider_address(self):
+        self.assertEqual('0000:84:00.0',
+                         audit.provider_address('cmp_pci_0000_84_00_0'))
+        self.assertEqual('0000:3b:00.0',
+                         audit.provider_address('cmp_0000:3B:00.0'))
+        self.assertEqual('0000:3b:00.0',
+                         audit.provider_address('cmp_gpu_0000:3b:00.0'))
+        self.assertIsNone(audit.provider_address('cmp-1'))
+
+    def test_outliers_named_against_majority(self):
+        views = (host('a', '550') + host('b', '550') + host('c', '535')
+                 + host('d', '570'))
+        report = audit.build_report(views)
+        self.assertEqual('550', report.reference_branch)
+        self.assertEqual(['c', 'd'],
+                         [o['host'] for o in report.driver_outliers])
+        self.assertEqual({'535': ['c'], '550': ['a', 'b'], '570': ['d']},
+                         report.driver_branches)
+
+    def test_tie_prefers_newest_branch(self):
+        report = audit.build_report(host('a', '535') + host('b', '550'))
+        self.assertEqual('550', report.reference_branch)
+        self.assertEqual(['a'], [o['host'] for o in report.driver_outliers])
+
+    def test_consistent_cluster(self):
+        report = audit.build_report(host('a', '550', 2) + host('b', '550'))
+        self.assertEqual([], report.driver_outliers)
+        self.assertIn('consistent: every host runs 550',
+                      audit.render_table(report))
+        self.assertEqual(3, len(report.gpus))
+
+    def test_non_gpu_children_ignored_and_pci_class_counted(self):
+        views = [rp('r', 'cmp', 'r'),
+                 rp('nic', 'cmp_0000:18:00.0', 'r',
+                    inv={'CUSTOM_PCI_8086_1592': 1}),
+                 rp('gpu', 'cmp_0000:3B:00.0', 'r',
+                    inv={'CUSTOM_PCI_10DE_20B5': 1},
+                    used={'CUSTOM_PCI_10DE_20B5': 1})]
+        report = audit.build_report(views)
+        self.assertEqual(1, len(report.gpus))
+        gpu = report.gpus[0]
+        self.assertEqual(('PCI_10DE_20B5', 'passthrough', 1, 0),
+                         (gpu.model, gpu.mode, gpu.used, gpu.free))
+        self.assertIn('no driver known for cmp', ' '.join(report.notes))
+
+    def test_state_joins_providers_of_one_gpu(self):
+        views = [rp('r', 'cmp', 'r')] + [
+            rp('vf%d' % i, 'cmp_pci_0000_85_00_%d' % (i + 4), 'r',
+               inv={'VGPU': 1}, used={'VGPU': i % 2}) for i in range(4)]
+        payload = {'host': 'cmp', 'root_provider_uuid': 'r', 'gpus': [
+            {'pci_address': '0000:85:00.0', 'model': 'A100_80GB_PCIE',
+             'provider_uuids': ['vf0', 'vf1', 'vf2', 'vf3'],
+             'driver_version': '550.54.15',
+             'health': {'state': 'degraded', 'reasons': ['temp']}}]}
+        report = audit.build_report(views, {'cmp': payload})
+        self.assertEqual(1, len(report.gpus))
+        gpu = report.gpus[0]
+        self.assertEqual(('0000:85:00.0', 4, 2, 2, 'degraded'),
+                         (gpu.address, gpu.total, gpu.used, gpu.free,
+                          gpu.health))
+        self.assertEqual([], report.unhealthy)
+
+    def test_empty_cluster(self):
+        out = audit.render_table(audit.build_report([]))
+        self.assertIn('(no GPU provider in Placement)', out)
