@@ -1,12 +1,94 @@
-"""``gpu-nova-ext discover``."""
-from gpu_nova_ext import exception
+"""``gpu-nova-ext discover``: print this host's GPU inventory.
+
+``--format table`` (default) is for people, ``--format json`` prints
+``{"host": ..., "gpus": [...]}`` with the state payload's GPU objects
+(DESIGN section 7).  Without a GPU, try the shipped sample host::
+
+    gpu-nova-ext discover --nvml none --libvirt-uri \\
+        test:///<site-packages>/gpu_nova_ext/inventory/samples/a100-vgpu-host.xml
+"""
+import json
+import os
+import sys
+
+from gpu_nova_ext.inventory import manager
+
+SAMPLE_HOST = os.path.join(os.path.dirname(os.path.dirname(__file__)),
+                           'inventory', 'samples', 'a100-vgpu-host.xml')
 
 
 def register(subparsers):
     parser = subparsers.add_parser(
-        'discover', help='Not implemented yet.')
+        'discover', help="Print this host's GPU inventory.",
+        description="Discover this host's GPUs through the configured "
+                    "inventory sources ([agent] inventory_sources) and "
+                    "print them. Sample host without a GPU: "
+                    "--libvirt-uri test://%s" % SAMPLE_HOST)
+    parser.add_argument(
+        '--libvirt-uri', metavar='URI',
+        help='libvirt URI instead of [agent] libvirt_uri, e.g. '
+             'test:///path/host.xml for libvirt\'s test driver.')
+    parser.add_argument(
+        '--nvml', choices=('auto', 'none'), default='auto',
+        help='auto: use NVML when it is a configured source and the NVIDIA '
+             'driver is there; none: skip NVML.')
+    parser.add_argument(
+        '--format', choices=('table', 'json'), default='table',
+        help='Output format (default: table).')
     parser.set_defaults(func=run)
 
 
-def run(args, conf):
-    raise exception.NotImplementedYet(what="'gpu-nova-ext discover'")
+def run(args, conf) -> int:
+    if args.libvirt_uri:
+        conf.set_override('libvirt_uri', args.libvirt_uri, group='agent')
+    sources = list(conf.agent.inventory_sources)
+    if args.nvml == 'none':
+        sources = [s for s in sources if s != 'nvml']
+    inventory = manager.discover(conf, sources=sources)
+    if args.format == 'json':
+        json.dump(inventory.to_dict(), sys.stdout, indent=2, sort_keys=True)
+        sys.stdout.write('\n')
+    else:
+        sys.stdout.write(format_table(inventory))
+    return 0
+
+
+def _fmt(value) -> str:
+    return '-' if value is None or value == '' else str(value)
+
+
+def format_table(inventory) -> str:
+    """A readable table: one row per GPU, its vGPU types indented below."""
+    header = ('PCI ADDRESS', 'VENDOR', 'MODEL', 'MEMORY', 'MODE', 'OFFERED',
+              'VFS', 'NUMA', 'DRIVER', 'CC', 'HEALTH')
+    rows = []
+    for gpu in inventory.gpus:
+        memory = ('%d MiB' % gpu.memory_mib if gpu.memory_mib is not None
+                  else None)
+        rows.append((gpu.pci_address, _fmt(gpu.vendor), _fmt(gpu.model),
+                     _fmt(memory), _fmt(gpu.mode),
+                     _fmt(gpu.offered_vgpu_type), str(len(gpu.vfs)),
+                     _fmt(gpu.numa_node),
+                     _fmt(gpu.driver_version or gpu.kernel_driver),
+                     _fmt(gpu.cuda_cc), gpu.health.state))
+    widths = [max(len(r[i]) for r in [header] + rows)
+              for i in range(len(header))]
+    lines = ['Host %s: %d GPU(s)' % (inventory.host, len(inventory.gpus))]
+    lines.append('  '.join(h.ljust(w) for h, w in zip(header, widths))
+                 .rstrip())
+    for gpu, row in zip(inventory.gpus, rows):
+        lines.append('  '.join(c.ljust(w) for c, w in zip(row, widths))
+                     .rstrip())
+        for t in gpu.merged_vgpu_types():
+            fb = ('%d MiB' % t.framebuffer_mib if t.framebuffer_mib
+                  else '-')
+            lines.append('    %s %-16s %10s  available %s of %s%s' % (
+                t.id.ljust(12), _fmt(t.name), fb, t.available, _fmt(t.max),
+                '  (offered)' if t.id == gpu.offered_vgpu_type else ''))
+        if gpu.health.reasons:
+            lines.append('    health: %s' % ', '.join(gpu.health.reasons))
+    if not inventory.gpus:
+        lines.append('(no GPU found)')
+    for warning in inventory.warnings:
+        lines.append('warning: %s' % warning)
+    return '\n'.join(lines) + '\n'

@@ -44,16 +44,17 @@ class NvmlSource(base.InventorySource):
         try:
             import pynvml
         except ImportError as exc:
-            self.warn('NVML facts unavailable: nvidia-ml-py is not '
-                      'installed (%s).', exc)
-            return None
-        try:
-            pynvml.nvmlInit()
-        except pynvml.NVMLError as exc:
-            self.warn('NVML facts unavailable: %s (no NVIDIA driver on this '
-                      'host, or it is not loaded).', exc)
-            return None
-        return pynvml
+            reason = 'nvidia-ml-py is not installed (%s)' % exc
+        else:
+            try:
+                pynvml.nvmlInit()
+                return pynvml
+            except pynvml.NVMLError as exc:
+                reason = ('%s: no NVIDIA driver on this host, or it is not '
+                          'loaded' % exc)
+        # Outside the except block: one line, no traceback in the log.
+        self.warn('NVML facts unavailable: %s.', reason)
+        return None
 
     def discover(self) -> dict[str, base.Gpu]:
         nvml = self._init()
