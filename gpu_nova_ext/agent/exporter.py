@@ -1,0 +1,218 @@
+"""Prometheus exporter with NVIDIA dcgm-exporter's metric and label names.
+
+Series that dcgm-exporter has keep its names (``DCGM_FI_DEV_GPU_UTIL``,
+``DCGM_FI_DEV_FB_USED``, ...), its units and its labels (``gpu``, ``UUID``,
+``pci_bus_id``, ``device``, ``modelName``, ``Hostname``), so existing
+Grafana dashboards work unchanged; health, anomaly scores and vGPU
+instances come as ``gpu_nova_ext_*`` series.  All are gauges (dcgm-exporter's
+counters have no ``_total`` suffix, which a prometheus-client counter would
+add).  The exporter has its own ``CollectorRegistry`` and serves the last
+sample, whatever Placement or the message broker are doing.
+"""
+import threading
+from typing import Iterable
+
+from oslo_log import log as logging
+from prometheus_client import core
+from prometheus_client import exposition
+from prometheus_client import registry as prom_registry
+
+LOG = logging.getLogger(__name__)
+
+LABELS = ('gpu', 'UUID', 'pci_bus_id', 'device', 'modelName', 'Hostname')
+
+#: sample metric key -> (dcgm-exporter name, help, scale)
+DCGM_METRICS = (
+    ('utilization_pct', 'DCGM_FI_DEV_GPU_UTIL', 'GPU utilization (in %).', 1),
+    ('memory_utilization_pct', 'DCGM_FI_DEV_MEM_COPY_UTIL',
+     'Memory utilization (in %).', 1),
+    ('encoder_utilization_pct', 'DCGM_FI_DEV_ENC_UTIL',
+     'Encoder utilization (in %).', 1),
+    ('decoder_utilization_pct', 'DCGM_FI_DEV_DEC_UTIL',
+     'Decoder utilization (in %).', 1),
+    ('memory_used_mib', 'DCGM_FI_DEV_FB_USED',
+     'Framebuffer memory used (in MiB).', 1),
+    ('memory_free_mib', 'DCGM_FI_DEV_FB_FREE',
+     'Framebuffer memory free (in MiB).', 1),
+    ('memory_reserved_mib', 'DCGM_FI_DEV_FB_RESERVED',
+     'Framebuffer memory reserved (in MiB).', 1),
+    ('memory_total_mib', 'DCGM_FI_DEV_FB_TOTAL',
+     'Framebuffer memory total (in MiB).', 1),
+    ('temperature_c', 'DCGM_FI_DEV_GPU_TEMP', 'GPU temperature (in C).', 1),
+    ('memory_temperature_c', 'DCGM_FI_DEV_MEMORY_TEMP',
+     'Memory temperature (in C).', 1),
+    ('slowdown_temperature_c', 'DCGM_FI_DEV_SLOWDOWN_TEMP',
+     'Slowdown temperature threshold (in C).', 1),
+    ('shutdown_temperature_c', 'DCGM_FI_DEV_SHUTDOWN_TEMP',
+     'Shutdown temperature threshold (in C).', 1),
+    ('power_w', 'DCGM_FI_DEV_POWER_USAGE', 'Power draw (in W).', 1),
+    ('power_limit_w', 'DCGM_FI_DEV_POWER_MGMT_LIMIT',
+     'Power management limit (in W).', 1),
+    ('energy_j', 'DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION',
+     'Total energy consumption since boot (in mJ).', 1000),
+    ('sm_clock_mhz', 'DCGM_FI_DEV_SM_CLOCK', 'SM clock frequency (in MHz).',
+     1),
+    ('memory_clock_mhz', 'DCGM_FI_DEV_MEM_CLOCK',
+     'Memory clock frequency (in MHz).', 1),
+    ('clocks_event_reasons', 'DCGM_FI_DEV_CLOCK_THROTTLE_REASONS',
+     'Current clock throttle reasons (bitmask).', 1),
+    ('clocks_event_reasons', 'DCGM_FI_DEV_CLOCKS_EVENT_REASONS',
+     'Current clock event reasons (bitmask).', 1),
+    ('pstate', 'DCGM_FI_DEV_PSTATE', 'Performance state (0 is fastest).', 1),
+    ('fan_speed_pct', 'DCGM_FI_DEV_FAN_SPEED', 'Fan speed (in %).', 1),
+    ('pcie_tx_kbps', 'DCGM_FI_DEV_PCIE_TX_THROUGHPUT',
+     'PCIe TX throughput (in KB/s).', 1),
+    ('pcie_rx_kbps', 'DCGM_FI_DEV_PCIE_RX_THROUGHPUT',
+     'PCIe RX throughput (in KB/s).', 1),
+    ('pcie_replay_count', 'DCGM_FI_DEV_PCIE_REPLAY_COUNTER',
+     'Total number of PCIe retries.', 1),
+    ('ecc_sbe_volatile', 'DCGM_FI_DEV_ECC_SBE_VOL_TOTAL',
+     'Total single-bit volatile ECC errors.', 1),
+    ('ecc_dbe_volatile', 'DCGM_FI_DEV_ECC_DBE_VOL_TOTAL',
+     'Total double-bit volatile ECC errors.', 1),
+    ('ecc_sbe_aggregate', 'DCGM_FI_DEV_ECC_SBE_AGG_TOTAL',
+     'Total single-bit persistent ECC errors.', 1),
+    ('ecc_dbe_aggregate', 'DCGM_FI_DEV_ECC_DBE_AGG_TOTAL',
+     'Total double-bit persistent ECC errors.', 1),
+    ('retired_pages_sbe', 'DCGM_FI_DEV_RETIRED_SBE',
+     'Total number of retired pages due to single-bit errors.', 1),
+    ('retired_pages_dbe', 'DCGM_FI_DEV_RETIRED_DBE',
+     'Total number of retired pages due to double-bit errors.', 1),
+    ('retired_pages_pending', 'DCGM_FI_DEV_RETIRED_PENDING',
+     'Pages pending retirement.', 1),
+    ('remapped_rows_correctable', 'DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS',
+     'Number of remapped rows for correctable errors.', 1),
+    ('remapped_rows_uncorrectable',
+     'DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS',
+     'Number of remapped rows for uncorrectable errors.', 1),
+    ('remapped_rows_pending', 'DCGM_FI_DEV_ROW_REMAP_PENDING',
+     'Whether a row remapping is pending.', 1),
+    ('remap_failure', 'DCGM_FI_DEV_ROW_REMAP_FAILURE',
+     'Whether remapping of rows has failed.', 1),
+)
+
+HEALTH_CODES = {'healthy': 0, 'degraded': 1, 'unhealthy': 2}
+
+
+class _Collector(prom_registry.Collector):
+    def __init__(self, exporter: 'Exporter'):
+        self._exporter = exporter
+
+    def collect(self) -> Iterable[core.Metric]:
+        snapshot = self._exporter.snapshot()
+        host = self._exporter.hostname
+        families = {}
+
+        def family(name, doc, extra=()):
+            fam = families.get(name)
+            if fam is None:
+                fam = families[name] = core.GaugeMetricFamily(
+                    name, doc, labels=LABELS + tuple(extra))
+            return fam
+
+        for entry in snapshot:
+            sample = entry['sample']
+            labels = (str(sample.index), sample.uuid or '', sample.bus_id,
+                      'nvidia%d' % sample.index, sample.name or '', host)
+            metrics = sample.metrics
+            for key, name, doc, scale in DCGM_METRICS:
+                value = metrics.get(key)
+                if value is not None:
+                    family(name, doc).add_metric(labels, value * scale)
+            family('DCGM_FI_DEV_XID_ERRORS',
+                   'Value of the last XID error encountered.').add_metric(
+                       labels, metrics.get('xid_last', 0))
+            family('gpu_nova_ext_xid_events',
+                   'XID events seen since the agent started.').add_metric(
+                       labels, metrics.get('xid_count', 0))
+            state = entry.get('state', 'healthy')
+            fam = family('gpu_nova_ext_health_state',
+                         'GPU health: 1 for the current state.', ('state',))
+            for name in HEALTH_CODES:
+                fam.add_metric(labels + (name,), int(name == state))
+            family('gpu_nova_ext_health_code',
+                   'GPU health: 0 healthy, 1 degraded, 2 unhealthy.'
+                   ).add_metric(labels, HEALTH_CODES.get(state, 2))
+            family('gpu_nova_ext_gpu_lost',
+                   '1 when NVML reports the GPU lost.').add_metric(
+                       labels, int(sample.lost))
+            fam = family('gpu_nova_ext_anomaly_score',
+                         'Deviation of a metric from its learned baseline '
+                         'in units of [health] anomaly_threshold (>1 is '
+                         'anomalous).', ('metric',))
+            for metric, score in sorted(entry.get('scores', {}).items()):
+                fam.add_metric(labels + (metric,), score)
+            if 'vgpu_instances' in metrics:
+                family('gpu_nova_ext_vgpu_instances',
+                       'Active vGPU instances.').add_metric(
+                           labels, metrics['vgpu_instances'])
+            fam = family('gpu_nova_ext_vgpu_sm_utilization',
+                         'SM utilization of a vGPU instance (in %).',
+                         ('vgpu_instance', 'vgpu_type'))
+            for vgpu in sample.vgpus:
+                if 'sm_util_pct' in vgpu:
+                    fam.add_metric(labels + (str(vgpu['instance']),
+                                             vgpu['type']),
+                                   vgpu['sm_util_pct'])
+        stats = self._exporter.stats
+        yield from families.values()
+        fam = core.GaugeMetricFamily(
+            'gpu_nova_ext_sample_duration_seconds',
+            'Wall time of the last NVML sample of all GPUs.',
+            labels=('Hostname',))
+        fam.add_metric((host,), stats.get('duration', 0.0))
+        yield fam
+        fam = core.GaugeMetricFamily(
+            'gpu_nova_ext_samples', 'Samples taken since the agent started.',
+            labels=('Hostname',))
+        fam.add_metric((host,), stats.get('count', 0))
+        yield fam
+
+
+class Exporter:
+    """Serves the latest samples on ``bind_host:port`` (0: ephemeral)."""
+
+    def __init__(self, hostname: str, bind_host: str = '127.0.0.1',
+                 port: int = 0):
+        self.hostname = hostname
+        self.bind_host = bind_host
+        self.requested_port = port
+        self.registry = prom_registry.CollectorRegistry(auto_describe=False)
+        self.registry.register(_Collector(self))
+        self.stats: dict = {}
+        self._lock = threading.Lock()
+        self._snapshot: list[dict] = []
+        self._server = None
+        self._thread = None
+
+    def update(self, entries: list[dict], duration: float | None = None,
+               ) -> None:
+        """Publish ``[{'sample', 'state', 'scores'}, ...]``."""
+        with self._lock:
+            self._snapshot = entries
+            self.stats = {'duration': duration or 0.0,
+                          'count': self.stats.get('count', 0) + 1}
+
+    def snapshot(self) -> list[dict]:
+        with self._lock:
+            return list(self._snapshot)
+
+    def render(self) -> str:
+        return exposition.generate_latest(self.registry).decode()
+
+    @property
+    def port(self) -> int | None:
+        return self._server.server_port if self._server else None
+
+    def start(self) -> None:
+        self._server, self._thread = exposition.start_http_server(
+            self.requested_port, addr=self.bind_host, registry=self.registry)
+        LOG.info('Prometheus exporter listening on %(host)s:%(port)d',
+                 {'host': self.bind_host, 'port': self.port})
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._thread.join(5)
+            self._server = self._thread = None
