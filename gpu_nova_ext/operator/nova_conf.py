@@ -296,10 +296,20 @@ def _mdev(gpu: base.Gpu, mdev_types: dict, opts: GeneratorOptions,
         address = t.parent or gpu.pci_address
         if address not in entry['addresses']:
             entry['addresses'].append(address)
-            if entry['max'] is not None and t.max is not None:
-                entry['max'] += t.max
+            per_parent = t.max if t.max is not None else _nvml_max(gpu, t)
+            if entry['max'] is not None and per_parent is not None:
+                entry['max'] += per_parent
             else:
                 entry['max'] = None
+
+
+def _nvml_max(gpu: base.Gpu, t: base.MdevType) -> int | None:
+    # libvirt reports availability only; NVML knows a type's maximum
+    for nv in gpu.vgpu_types:
+        if nv.max and (nv.id == t.id or (t.name and nv.name
+                                         and nv.name.endswith(t.name))):
+            return nv.max
+    return None
 
 
 def scheduler_section(drop: DropIn, opts: GeneratorOptions,
