@@ -192,7 +192,8 @@ def validate(payload: Any, max_payload_bytes: int,
                            'max_payload_bytes (%d)'
                            % (size, max_payload_bytes))
         version = payload.get('version')
-        if version not in SUPPORTED_VERSIONS:
+        # isinstance first: a list or dict version is unhashable.
+        if not isinstance(version, str) or version not in SUPPORTED_VERSIONS:
             raise _Invalid('schema version %r is not supported (this '
                            'scheduler reads %s); upgrade the scheduler '
                            'plugins' % (version,
