@@ -56,7 +56,14 @@ def _adapter_opts():
 
 
 def register_opts(conf):
-    conf.register_group(placement_group)
+    # A fresh OptGroup per ConfigOpts: oslo.config registers a shallow copy
+    # of the group, which shares the group's option dict, so the auth
+    # plugin options keystoneauth registers when it loads a plugin on one
+    # configuration would leak into every other one of the process (the
+    # simulator and the tests build many).
+    conf.register_group(cfg.OptGroup(
+        placement_group.name, title=placement_group.title,
+        help=placement_group.help))
     conf.register_opts(placement_opts, group=placement_group)
     ks_loading.register_session_conf_options(conf, placement_group.name)
     ks_loading.register_auth_conf_options(conf, placement_group.name)
