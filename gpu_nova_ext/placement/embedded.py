@@ -48,22 +48,40 @@ class _QuietHandler(simple_server.WSGIRequestHandler):
         LOG.debug('embedded placement: ' + format, *args)
 
 
-class _CountingMiddleware:
-    """Counts requests by method at the server; runs the hooks first."""
+class CountingMiddleware:
+    """WSGI middleware: counts requests by method, runs hooks first.
 
-    def __init__(self, app, owner: 'EmbeddedPlacement'):
+    Wrap any Placement WSGI app with it (the embedded server does; tests
+    also put it in front of Placement's own fixture) to count the write
+    requests a server receives.
+    """
+
+    def __init__(self, app=None):
         self.app = app
-        self.owner = owner
+        self.requests: collections.Counter = collections.Counter()
+        self.write_log: list[str] = []
+        self.hooks: list[Hook] = []
+        self._lock = threading.Lock()
+
+    @property
+    def writes(self) -> int:
+        """Write requests (POST/PUT/PATCH/DELETE) received so far."""
+        with self._lock:
+            return sum(self.requests[m] for m in WRITE_METHODS)
+
+    def reset(self) -> None:
+        with self._lock:
+            self.requests.clear()
+            self.write_log.clear()
 
     def __call__(self, environ, start_response):
         method = environ['REQUEST_METHOD']
-        owner = self.owner
-        with owner._lock:
-            owner.requests[method] += 1
+        with self._lock:
+            self.requests[method] += 1
             if method in WRITE_METHODS:
-                owner.write_log.append(
+                self.write_log.append(
                     '%s %s' % (method, environ.get('PATH_INFO', '')))
-            hooks = list(owner.hooks)
+            hooks = list(self.hooks)
         for hook in hooks:
             answer = hook(environ)
             if answer is not None:
@@ -91,10 +109,7 @@ class EmbeddedPlacement:
         self.db_path = db_path
         self.host = host
         self.port = 0
-        self.requests: collections.Counter = collections.Counter()
-        self.write_log: list[str] = []
-        self.hooks: list[Hook] = []
-        self._lock = threading.Lock()
+        self.counter = CountingMiddleware()
         self._app = None
         self._server = None
         self._thread = None
@@ -156,13 +171,25 @@ class EmbeddedPlacement:
     @property
     def writes(self) -> int:
         """Write requests (POST/PUT/PATCH/DELETE) served so far."""
-        with self._lock:
-            return sum(self.requests[m] for m in WRITE_METHODS)
+        return self.counter.writes
+
+    @property
+    def requests(self) -> collections.Counter:
+        """Requests served so far, by HTTP method."""
+        return self.counter.requests
+
+    @property
+    def write_log(self) -> list[str]:
+        """``METHOD /path`` of each write request served so far."""
+        return self.counter.write_log
+
+    @property
+    def hooks(self) -> list[Hook]:
+        """Called with the WSGI environ before each request; see Hook."""
+        return self.counter.hooks
 
     def reset_counters(self) -> None:
-        with self._lock:
-            self.requests.clear()
-            self.write_log.clear()
+        self.counter.reset()
 
     def direct_request(self, method: str, path: str, body: Any = None,
                        version: str = '1.39') -> DirectResponse:
@@ -193,7 +220,7 @@ class EmbeddedPlacement:
         if path.startswith('/placement'):
             environ['SCRIPT_NAME'] = '/placement'
             environ['PATH_INFO'] = path[len('/placement'):] or '/'
-        return self._counting(environ, start_response)
+        return self.counter(environ, start_response)
 
     def _build_app(self):
         from oslo_config import cfg
@@ -234,5 +261,5 @@ class EmbeddedPlacement:
                     rules=copy.deepcopy(policies.list_rules()))
         app = deploy.loadapp(conf)
         self._conf = conf
-        self._counting = _CountingMiddleware(app, self)
+        self.counter.app = app
         return app

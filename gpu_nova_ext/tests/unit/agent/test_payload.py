@@ -1,0 +1,54 @@
+"""The state payload the agent casts (DESIGN section 5)."""
+import json
+
+import testtools
+
+from gpu_nova_ext.agent import payload
+from gpu_nova_ext.inventory import base
+
+
+class TestBuildPayload(testtools.TestCase):
+
+    def inventory(self):
+        gpu = base.Gpu(pci_address='0000:3b:00.0', vendor='nvidia',
+                       model='A100_80GB_PCIE', memory_mib=81920,
+                       mode='vgpu', offered_vgpu_type='nvidia-471',
+                       cuda_cc='8.0', driver_version='550.54.15',
+                       mig_capable=True, mig_enabled=False,
+                       provider_uuids=['rp-1'],
+                       metrics={'utilization_pct': 12.5},
+                       health=base.Health('degraded', ['temperature']))
+        return base.HostInventory(host='cmp-1', gpus=[gpu])
+
+    def test_shape(self):
+        p = payload.build_payload(
+            self.inventory(), host='cmp-1', nodename='cmp-1.example',
+            root_provider_uuid='root', mode='annotate', now=1764430000)
+        self.assertEqual({'version', 'host', 'nodename', 'generated_at',
+                          'agent_mode', 'root_provider_uuid', 'gpus'},
+                         set(p))
+        self.assertEqual('1.0', p['version'])
+        self.assertEqual(1764430000.0, p['generated_at'])
+        self.assertIsInstance(p['generated_at'], float)
+        gpu = p['gpus'][0]
+        self.assertEqual(['rp-1'], gpu['provider_uuids'])
+        self.assertEqual({'state': 'degraded', 'reasons': ['temperature']},
+                         gpu['health'])
+        self.assertEqual({'capable': True, 'enabled': False}, gpu['mig'])
+        json.dumps(p)
+
+    def test_accepted_by_the_scheduler_side_validation(self):
+        from gpu_nova_ext.state import payload as state_payload
+        p = payload.build_payload(
+            self.inventory(), host='cmp-1', nodename='cmp-1',
+            root_provider_uuid='9f6b6f0e-3d0b-4f0e-9a57-2f4f3c7c1a10',
+            mode='inventory')
+        state_payload.validate(p, max_payload_bytes=1 << 20,
+                               max_gpus_per_host=64)
+
+    def test_now_defaults_to_the_clock(self):
+        p = payload.build_payload(base.HostInventory('h'), host='h',
+                                  nodename=None, root_provider_uuid=None,
+                                  mode='annotate')
+        self.assertGreater(p['generated_at'], 1.7e9)
+        self.assertEqual([], p['gpus'])
