@@ -53,11 +53,11 @@ function setup_develop {
 }
 
 function iniget {
-    "$INI_PYTHON" "$STANDINS_DIR/ini_tool.py" get "$@"
+    "$INI_PYTHON" -S -E "$STANDINS_DIR/ini_tool.py" get "$@"
 }
 
 function iniset {
-    "$INI_PYTHON" "$STANDINS_DIR/ini_tool.py" set "$@"
+    "$INI_PYTHON" -S -E "$STANDINS_DIR/ini_tool.py" set "$@"
 }
 
 function iniset_multiline {
@@ -67,7 +67,7 @@ function iniset_multiline {
     shift 3
     # devstack expands the values unquoted: they must not hold spaces
     # shellcheck disable=SC2068
-    "$INI_PYTHON" "$STANDINS_DIR/ini_tool.py" setmulti "$file" "$section" \
+    "$INI_PYTHON" -S -E "$STANDINS_DIR/ini_tool.py" setmulti "$file" "$section" \
         "$option" $@
 }
 

@@ -145,10 +145,11 @@ class TestDevstackPlugin(testtools.TestCase):
              'DifferentHostFilter'] + list(nova_conf.GPU_FILTERS),
             fs.enabled_filters)
         self.assertEqual(list(nova_conf.WEIGHT_CLASSES), fs.weight_classes)
-        nconf = self._nova(self.nova_conf)
-        self.assertEqual(-1.0, nconf.gpu_weights.packing_weight_multiplier)
-        self.assertEqual(0.5, nconf.gpu_weights.thermal_weight_multiplier)
-        self.assertEqual('pack', nconf.gpu_scheduler.intra_host_policy)
+        # tunables left empty keep the options' own defaults
+        with open(self.nova_conf) as f:
+            text = f.read()
+        self.assertNotIn('[gpu_weights]', text)
+        self.assertNotIn('[gpu_scheduler]', text)
         # the agent's configuration
         agent = self._agent()
         self.assertEqual('rabbit://stackrabbit:secret@192.0.2.10:5672/',
@@ -187,6 +188,8 @@ class TestDevstackPlugin(testtools.TestCase):
                   GPU_NOVA_EXT_HOST='cmp-1.example',
                   GPU_NOVA_EXT_FILTERS='GpuModelFilter,GpuHealthFilter',
                   GPU_NOVA_EXT_THERMAL_WEIGHT_MULTIPLIER='2.0',
+                  GPU_NOVA_EXT_PACKING_WEIGHT_MULTIPLIER='-1.0',
+                  GPU_NOVA_EXT_STATE_TTL='300',
                   GPU_NOVA_EXT_INTRA_HOST_POLICY='coolest')
         agent = self._agent()
         self.assertEqual('inventory', agent.agent.mode)
@@ -199,6 +202,10 @@ class TestDevstackPlugin(testtools.TestCase):
         self.assertEqual(['GpuModelFilter', 'GpuHealthFilter'],
                          nconf.filter_scheduler.enabled_filters[-2:])
         self.assertEqual(2.0, nconf.gpu_weights.thermal_weight_multiplier)
+        self.assertEqual(-1.0, nconf.gpu_weights.packing_weight_multiplier)
+        self.assertEqual(300.0, nconf.gpu_scheduler.state_ttl)
+        # the others keep their defaults
+        self.assertEqual(0.0, nconf.gpu_weights.power_weight_multiplier)
         self.assertEqual('coolest', nconf.gpu_scheduler.intra_host_policy)
 
     def test_compute_only_node(self):
