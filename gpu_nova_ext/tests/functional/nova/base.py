@@ -1,0 +1,351 @@
+"""Nova's functional harness with gpu_nova_ext's plugins and agent.
+
+What is real here: Nova's API, conductor, scheduler (with our filters and
+weighers loaded from nova.conf as an operator sets them), nova-compute
+with the libvirt driver on Nova's fakelibvirt, Placement, oslo.messaging
+(the harness's ``fake:/`` transport), our scheduler-side state cache, and
+our agent: inventory sources ``libvirt`` + ``simulated``, the Placement
+reporter in ``annotate`` mode, the payload builder and the state cast.
+
+The one seam: Nova's harness forbids importing ``libvirt`` inside a test
+and gives nova-compute a fakelibvirt ``Connection``.  Our agent reads the
+same host through the real libvirt-python and libvirt's *test driver*
+instead: :func:`libvirt_test_xml` writes the fakelibvirt host's node
+devices (PCI devices with their mdev types, and the mdevs nova-compute
+created) into a ``test:///`` XML before each agent cycle, so both sides see
+one host.  NVML facts, metrics and health come from the ``simulated``
+source's YAML file.
+"""
+import collections
+import os
+import time
+from xml.etree import ElementTree
+
+import fixtures
+# The harness poisons ``import libvirt`` (ImportModulePoisonFixture) during
+# a test; our agent's libvirt source imports it lazily, so import it before.
+import libvirt  # noqa: F401
+from nova import conf as nova_conf
+from nova.tests.fixtures import libvirt as fakelibvirt
+from nova.tests.functional.libvirt import test_vgpu
+from oslo_config import cfg
+from oslo_log import log as logging
+import yaml
+
+from gpu_nova_ext.agent import service
+from gpu_nova_ext import conf as gconf
+from gpu_nova_ext.state import cache as state_cache
+from gpu_nova_ext.state import rpc
+
+LOG = logging.getLogger(__name__)
+CONF = nova_conf.CONF
+
+IMAGE = '155d900f-4e14-4e4c-a73d-069cbf4541e6'
+
+GPU_FILTERS = ['GpuModelFilter', 'GpuMemoryFilter', 'GpuCapabilityFilter',
+               'GpuHealthFilter', 'GpuCandidateOrderFilter']
+
+# The two mdev-capable pGPUs fakelibvirt gives a host (num_mdevcap=2).
+PGPU0 = '0000:81:00.0'
+PGPU1 = '0000:81:01.0'
+
+A100 = {'name': 'NVIDIA A100 80GB PCIe', 'memory_mib': 81920,
+        'driver_version': '550.54.15', 'cuda_cc': '8.0'}
+L4 = {'name': 'NVIDIA L4', 'memory_mib': 23034,
+      'driver_version': '550.54.15', 'cuda_cc': '8.9'}
+IDLE = {'utilization_pct': 5.0, 'memory_used_mib': 0, 'temperature_c': 40,
+        'slowdown_temperature_c': 87, 'power_w': 60.0,
+        'power_limit_w': 300.0}
+
+STATE_WAIT = 10.0
+# PCI classes real libvirt reports: 3D controller (datacentre GPUs), NIC
+_GPU_CLASS = '0x030200'
+_NIC_CLASS = '0x020000'
+
+
+def gpu(model: dict, health: str = 'healthy', metrics: dict | None = None,
+        **extra) -> dict:
+    """One GPU of a host's simulated YAML (the simulator's ``gpus:``)."""
+    facts = dict(model, health=health, metrics=dict(metrics or IDLE))
+    facts.update(extra)
+    return facts
+
+
+def libvirt_test_xml(pci_info: fakelibvirt.HostPCIDevicesInfo,
+                     mdev_info: fakelibvirt.HostMdevDevicesInfo | None = None
+                     ) -> str:
+    """A fakelibvirt host's node devices as a libvirt test-driver XML.
+
+    PCI devices keep fakelibvirt's XML plus the PCI class real libvirt
+    reports (fakelibvirt leaves it out: 3D controller for NVIDIA devices,
+    Ethernet for the rest); each mdev type's ``availableInstances`` drops
+    by the mdevs of that type nova-compute created on that parent (as the
+    kernel does), and those mdevs are listed too.
+    """
+    used: collections.Counter = collections.Counter()
+    mdev_xml = []
+    for name in (mdev_info.get_all_devices() if mdev_info else ()):
+        xml = mdev_info.get_device_by_name(name).XMLDesc(0)
+        dev = ElementTree.fromstring(xml)
+        used[(dev.findtext('parent'),
+              dev.find('capability/type').get('id'))] += 1
+        mdev_xml.append(xml.strip())
+    pci_xml = []
+    for name in pci_info.get_all_devices():
+        dev = ElementTree.fromstring(
+            pci_info.get_device_by_name(name).XMLDesc(0))
+        pci = dev.find("capability[@type='pci']")
+        if pci.find('class') is None:
+            cls = ElementTree.Element('class')
+            vendor = pci.find('vendor').get('id').lower()
+            cls.text = _GPU_CLASS if vendor == '0x10de' else _NIC_CLASS
+            pci.insert(0, cls)
+        for mtype in pci.findall("capability[@type='mdev_types']/type"):
+            avail = mtype.find('availableInstances')
+            avail.text = str(max(0, int(avail.text) -
+                                 used[(name, mtype.get('id'))]))
+        pci_xml.append(ElementTree.tostring(dev, encoding='unicode'))
+    return '<node>\n%s\n</node>\n' % '\n'.join(pci_xml + mdev_xml)
+
+
+class GpuSchedulerMixin:
+    """Our filters and weighers, enabled as an operator does in nova.conf."""
+
+    # ServersTestBase appends these to [filter_scheduler] enabled_filters
+    ADDITIONAL_FILTERS = GPU_FILTERS
+    # [gpu_scheduler] / [gpu_weights] overrides for the whole class
+    GPU_SCHEDULER_FLAGS: dict = {}
+    GPU_WEIGHT_FLAGS: dict = {}
+
+    def _setup_scheduler_service(self):
+        # HostManager loads filter and weigher classes once, when the
+        # scheduler starts: configure them before.
+        gconf.register_nova_opts(CONF)
+        self.flags(available_filters=[
+            'nova.scheduler.filters.all_filters',
+            'gpu_nova_ext.scheduler.filters.all_filters'],
+            weight_classes=[
+            'nova.scheduler.weights.all_weighers',
+            'gpu_nova_ext.scheduler.weighers.all_weighers'],
+            group='filter_scheduler')
+        if self.GPU_SCHEDULER_FLAGS:
+            self.flags(group='gpu_scheduler', **self.GPU_SCHEDULER_FLAGS)
+        if self.GPU_WEIGHT_FLAGS:
+            self.flags(group='gpu_weights', **self.GPU_WEIGHT_FLAGS)
+        # One state cache per nova-scheduler process: a fresh one per test.
+        state_cache.reset_cache()
+        self.addCleanup(state_cache.reset_cache)
+        return super()._setup_scheduler_service()
+
+
+class GpuAgentMixin:
+    """Runs our agent for the harness's compute hosts.
+
+    ``self.gpu_facts[host]`` is the host's simulated GPU YAML (PCI address
+    -> facts, metrics, health); tests change it and call
+    :meth:`run_agent` to run one agent cycle: discover (libvirt test
+    driver mirroring the fakelibvirt host + simulated facts), report to
+    the harness's Placement, cast the state to the scheduler's cache.
+    """
+
+    AGENT_MODE = 'annotate'
+
+    # Nova's harness turns every RPC cast into a call by default
+    # (CastAsCallFixture), which oslo.messaging refuses for our fanout
+    # targets: keep casts real casts, as in production.
+    CAST_AS_CALL = False
+
+    def setUp(self):
+        super().setUp()
+        self.gpu_facts = {}
+        self.pci_infos = {}
+        self.agent_nova_conf = {}
+        self._agents = {}
+        self._agent_dir = self.useFixture(fixtures.TempDir()).path
+
+    def _agent_path(self, host, name):
+        path = os.path.join(self._agent_dir, host)
+        os.makedirs(path, exist_ok=True)
+        return os.path.join(path, name)
+
+    def _write_agent_files(self, host):
+        if host in self.computes:
+            conn = self.computes[host].driver._host.get_connection()
+            xml = libvirt_test_xml(conn.pci_info, conn.mdev_info)
+        else:
+            # discovery before nova-compute starts (nova-conf generation)
+            xml = libvirt_test_xml(self.pci_infos[host])
+        with open(self._agent_path(host, 'libvirt.xml'), 'w') as f:
+            f.write(xml)
+        with open(self._agent_path(host, 'gpus.yaml'), 'w') as f:
+            yaml.safe_dump(self.gpu_facts.get(host, {}), f)
+        # the nova.conf the agent reads [devices]/[mdev_*] from: the same
+        # as nova-compute's flags in this test
+        lines = []
+        for group, opts in self.agent_nova_conf.get(host, {}).items():
+            lines.append('[%s]' % group)
+            lines.extend('%s = %s' % kv for kv in opts.items())
+        with open(self._agent_path(host, 'nova.conf'), 'w') as f:
+            f.write('\n'.join(lines) + '\n')
+
+    def agent_conf(self, host) -> cfg.ConfigOpts:
+        """The host's gpu-nova-agent.conf, loaded as the daemon does."""
+        path = self._agent_path(host, 'gpu-nova-agent.conf')
+        with open(path, 'w') as f:
+            f.write(AGENT_CONF % {
+                'host': host,
+                'mode': self.AGENT_MODE,
+                'xml': self._agent_path(host, 'libvirt.xml'),
+                'yaml': self._agent_path(host, 'gpus.yaml'),
+                'nova_conf': self._agent_path(host, 'nova.conf'),
+                'nova_conf_dir': self._agent_path(host, 'nova.conf.d'),
+                'placement': self.placement.fixture.endpoint,
+            })
+        conf = cfg.ConfigOpts()
+        gconf.register_agent_opts(conf)
+        conf(['--config-file', path], project='gpu-nova-agent',
+             default_config_files=[])
+        return conf
+
+    def _agent(self, host):
+        """The host's AgentService with a started state channel client.
+
+        The client also listens for ``resend_gpu_state``: a scheduler
+        cache that (re)starts gets this host's last state at once.
+        """
+        if host not in self._agents:
+            conf = self.agent_conf(host)
+            agent = service.AgentService(conf)
+            agent.state_client = rpc.AgentStateClient(
+                conf, on_resend=agent.cast_now)
+            agent.state_client.start()
+            self.addCleanup(agent.state_client.stop)
+            self._agents[host] = agent
+        return self._agents[host]
+
+    def run_agent(self, host: str) -> dict:
+        """One agent cycle for ``host``; returns the payload the cache got."""
+        # a nova-scheduler process that already handled a request
+        state_cache.get_cache().ensure_started(CONF)
+        since = time.time()
+        self._write_agent_files(host)
+        self._agent(host).run_cycle()
+        return self.wait_for_state(host, since)
+
+    def wait_for_state(self, host: str, since: float) -> dict:
+        cache = state_cache.get_cache()
+        deadline = time.monotonic() + STATE_WAIT
+        while time.monotonic() < deadline:
+            payload = cache.get(host)
+            if payload and payload['generated_at'] >= since:
+                return payload
+            time.sleep(0.02)
+        self.fail('no GPU state for %s reached the scheduler cache within '
+                  '%ss' % (host, STATE_WAIT))
+
+
+AGENT_CONF = """
+[DEFAULT]
+host = %(host)s
+transport_url = fake:/
+
+[agent]
+mode = %(mode)s
+inventory_sources = libvirt,simulated
+libvirt_uri = test://%(xml)s
+simulated_gpus_file = %(yaml)s
+nova_config_file = %(nova_conf)s
+nova_config_dir = %(nova_conf_dir)s
+prometheus_port = 0
+compute_node_wait_timeout = 5
+
+[placement]
+auth_type = admin_token
+endpoint = %(placement)s
+token = admin
+max_request_retries = 0
+retry_backoff = 0
+"""
+
+
+class GpuVGPUTestBase(GpuSchedulerMixin, GpuAgentMixin,
+                      test_vgpu.VGPUTestBase):
+    """Hosts with two mdev-capable pGPUs each (0000:81:00.0, :01.0)."""
+
+    def setUp(self):
+        super().setUp()
+        # scenarios boot more servers than the default quota allows
+        self.flags(instances=-1, cores=-1, ram=-1, group='quota')
+
+    def start_gpu_host(self, host: str, gpus: dict,
+                       multiple_gpu_types: bool = False,
+                       mdev_types: dict | None = None) -> str:
+        """Start nova-compute for ``host`` and run its agent once.
+
+        :param gpus: simulated facts by PCI address (see :func:`gpu`)
+        :param mdev_types: vGPU type per pGPU address, as an operator sets
+            ``[devices] enabled_mdev_types`` + ``[mdev_<type>]
+            device_addresses``; default: nvidia-11 on every pGPU.
+        """
+        nova_opts = self._mdev_flags(mdev_types)
+        self.start_compute_with_vgpu(host, fakelibvirt.HostPCIDevicesInfo(
+            num_pci=0, num_pfs=0, num_vfs=0, num_mdevcap=2,
+            multiple_gpu_types=multiple_gpu_types))
+        self.gpu_facts[host] = gpus
+        self.agent_nova_conf[host] = nova_opts
+        self.run_agent(host)
+        return host
+
+    def _mdev_flags(self, mdev_types):
+        """Set nova-compute's vGPU type flags; return them for the agent."""
+        if not mdev_types:
+            self.flags(enabled_mdev_types=[fakelibvirt.NVIDIA_11_VGPU_TYPE],
+                       group='devices')
+            return {'devices': {
+                'enabled_mdev_types': fakelibvirt.NVIDIA_11_VGPU_TYPE}}
+        by_type = collections.defaultdict(list)
+        for address, mtype in mdev_types.items():
+            by_type[mtype].append(address)
+        self.flags(enabled_mdev_types=sorted(by_type), group='devices')
+        # nova registers the dynamic [mdev_*] groups when it reads them
+        nova_conf.devices.register_dynamic_opts(CONF)
+        opts = {'devices': {'enabled_mdev_types': ','.join(sorted(by_type))}}
+        for mtype, addresses in by_type.items():
+            self.flags(device_addresses=addresses, group='mdev_%s' % mtype)
+            opts['mdev_%s' % mtype] = {
+                'device_addresses': ','.join(addresses)}
+        return opts
+
+    def boot(self, extra_specs: dict, expected_state: str = 'ACTIVE',
+             host: str | None = None, **flavor_kw) -> dict:
+        # small flavors: GPUs, not RAM/disk, decide in these scenarios
+        for key, value in (('memory_mb', 512), ('vcpu', 1), ('disk', 1),
+                           ('ephemeral', 0)):
+            flavor_kw.setdefault(key, value)
+        flavor = self._create_flavor(extra_spec=extra_specs, **flavor_kw)
+        return self._create_server(
+            image_uuid=IMAGE, flavor_id=flavor, networks='none',
+            host=host, expected_state=expected_state)
+
+    def gpu_of(self, server: dict) -> tuple:
+        """(host, name of the GPU provider) of the server's allocation.
+
+        The GPU provider is the one the allocation takes VGPU, PGPU or a
+        CUSTOM_ resource class from (one per server in these tests).
+        """
+        allocs = self._get_allocations_by_server_uuid(server['id'])
+        names = []
+        for rp_uuid, alloc in allocs.items():
+            if any(rc in ('VGPU', 'PGPU') or rc.startswith('CUSTOM_')
+                   for rc in alloc['resources']):
+                names.append(self.placement.get(
+                    '/resource_providers/%s' % rp_uuid).body['name'])
+        self.assertEqual(1, len(names), 'GPU providers of %s: %s (%s)'
+                         % (server['id'], names, allocs))
+        return server['OS-EXT-SRV-ATTR:host'], names[0]
+
+    @staticmethod
+    def pgpu(host: str, address: str) -> str:
+        """Name Nova gives the libvirt pGPU provider of ``address``."""
+        return '%s_pci_%s' % (host, address.replace(':', '_').replace(
+            '.', '_'))
