@@ -1,0 +1,77 @@
+"""The sysfs source over a tree the test builds."""
+import testtools
+
+from gpu_nova_ext.inventory import sysfs_source
+from gpu_nova_ext.tests.data import sysfs
+from gpu_nova_ext.tests.unit.inventory import helpers
+
+PF = '0000:3d:00.0'
+
+
+class TestSysfsSource(testtools.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.tree = self.useFixture(sysfs.SysfsTree())
+        self.conf = self.useFixture(helpers.AgentConf(
+            sysfs_root=self.tree.root)).conf
+
+    def discover(self):
+        source = sysfs_source.SysfsVfioSource(self.conf)
+        return source.discover(), source.warnings
+
+    def test_vendor_vfio_vfs(self):
+        self.tree.add_gpu(PF, device='26b9', driver='nvidia', numa_node=1)
+        types = [(1045, 'NVIDIA L40S-1B'), (1050, 'NVIDIA L40S-8Q')]
+        self.tree.add_vf('0000:3d:00.4', pf=PF, creatable=types, current=0)
+        self.tree.add_vf('0000:3d:00.5', pf=PF, creatable=[], current=1045)
+        # a NIC and the BMC VGA are not GPUs
+        self.tree.add_function('0000:18:00.0', '15b3', '101d',
+                               klass=0x020000, driver='mlx5_core')
+        self.tree.add_function('0000:03:00.0', '1a03', '2000',
+                               klass=0x030000, driver='ast')
+        gpus, warnings = self.discover()
+        self.assertEqual([PF], list(gpus))
+        gpu = gpus[PF]
+        self.assertEqual(('nvidia', '26b9', 1, 'nvidia',
+                          ['0000:3d:00.4', '0000:3d:00.5']),
+                         (gpu.vendor, gpu.product_id, gpu.numa_node,
+                          gpu.kernel_driver, gpu.vfs))
+        self.assertEqual([('nvidia-1045', 'L40S-1B', '0000:3d:00.4'),
+                          ('nvidia-1050', 'L40S-8Q', '0000:3d:00.4')],
+                         [(t.id, t.name, t.parent)
+                          for t in gpu.vfio_vgpu_types])
+        self.assertEqual({'0000:3d:00.5': 'nvidia-1045'},
+                         gpu.vfio_current_types)
+        self.assertEqual([], warnings)
+
+    def test_mdev_based_vfs_are_left_to_libvirt(self):
+        self.tree.add_gpu(PF, device='20b5', driver='nvidia')
+        self.tree.add_vf('0000:3d:00.4', pf=PF, device='20b5',
+                         creatable=[(471, 'A100D-10C')], mdev_types=True)
+        gpus, _ = self.discover()
+        self.assertEqual([], gpus[PF].vfio_vgpu_types)
+        self.assertEqual(['0000:3d:00.4'], gpus[PF].vfs)
+
+    def test_bad_current_type_warns(self):
+        self.tree.add_gpu(PF)
+        self.tree.add_vf('0000:3d:00.4', pf=PF, creatable=[], current=0)
+        with open(self.tree.root + '/bus/pci/devices/0000:3d:00.4/nvidia/'
+                  'current_vgpu_type', 'w') as f:
+            f.write('garbage\n')
+        gpus, warnings = self.discover()
+        self.assertEqual({}, gpus[PF].vfio_current_types)
+        self.assertEqual(1, len(warnings))
+        self.assertIn('0000:3d:00.4', warnings[0])
+
+    def test_missing_tree(self):
+        conf = self.useFixture(helpers.AgentConf(
+            sysfs_root='/nonexistent')).conf
+        self.assertEqual({}, sysfs_source.SysfsVfioSource(conf).discover())
+
+    def test_parse_creatable_types(self):
+        self.assertEqual(
+            [(557, 'NVIDIA L4-1B'), (558, 'NVIDIA L4-2Q')],
+            sysfs_source.parse_creatable_types(
+                'ID    : vGPU Name\n557   : NVIDIA L4-1B\n'
+                '558 : NVIDIA L4-2Q\n\n'))
