@@ -1,9 +1,13 @@
 """Prometheus exporter output, parsed with prometheus-client's parser."""
+import json
+import os
+import re
 import urllib.request
 
 import prometheus_client
 from prometheus_client import parser
 
+from gpu_nova_ext.agent import exporter
 from gpu_nova_ext.tests.unit.agent import health_base
 
 
@@ -18,7 +22,6 @@ class TestExporter(health_base.MonitorTestCase):
         self.cfg.config(group='agent', prometheus_port=0)
 
     def _monitor_with_exporter(self):
-        from gpu_nova_ext.agent import exporter
         m = self.make_monitor()
         m.exporter = exporter.Exporter('cmp-1', '127.0.0.1', 0)
         return m
@@ -97,3 +100,24 @@ class TestExporter(health_base.MonitorTestCase):
         code = {s.labels['gpu']: s.value
                 for s in fams['gpu_nova_ext_health_code'].samples}
         self.assertEqual(2.0, code['1'])
+
+
+class TestGrafanaDashboard(health_base.MonitorTestCase):
+
+    def test_dashboard_queries_exported_series(self):
+        path = os.path.join(os.path.dirname(__file__), '..', '..', '..',
+                            '..', 'contrib', 'grafana', 'gpu-nova-ext.json')
+        with open(path) as f:
+            dashboard = json.load(f)
+        m = self.make_monitor()
+        m.exporter = exporter.Exporter('cmp-1')
+        self.fake.set_active_vgpus(0, [(471, 10)])
+        m.sample_once(now=0)
+        exported = set(families(m.exporter.render()))
+        used = set()
+        for panel in dashboard['panels']:
+            for target in panel['targets']:
+                used.update(re.findall(r'\b(DCGM_FI_\w+|gpu_nova_ext_\w+)',
+                                       target['expr']))
+        self.assertGreater(len(used), 15)
+        self.assertEqual(set(), used - exported)
