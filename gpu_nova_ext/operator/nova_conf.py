@@ -33,6 +33,7 @@ import json
 
 from gpu_nova_ext.inventory import base
 from gpu_nova_ext import naming
+from gpu_nova_ext.placement import translation
 
 #: Nova 34's default ``[filter_scheduler] enabled_filters``.
 NOVA_DEFAULT_FILTERS = (
@@ -96,24 +97,8 @@ def effective_mode(gpu: base.Gpu) -> str:
 
 
 def static_traits(gpu: base.Gpu, mode: str | None = None) -> list[str]:
-    """Our static traits of a GPU (DESIGN section 2), sorted."""
-    traits = set()
-    if gpu.vendor:
-        traits.add(naming.vendor_trait(gpu.vendor))
-    if gpu.model:
-        traits.add(naming.model_trait(gpu.model))
-    if gpu.memory_mib:
-        traits.add(naming.memory_trait(gpu.memory_mib))
-    if gpu.cuda_cc:
-        traits.update(naming.cuda_cc_traits(gpu.cuda_cc))
-    if gpu.driver_version:
-        traits.add(naming.driver_trait(gpu.driver_version))
-    traits.add(naming.mode_trait(mode or effective_mode(gpu)))
-    if gpu.mig_capable:
-        traits.add(naming.MIG_CAPABLE_TRAIT)
-    if gpu.mig_enabled:
-        traits.add(naming.MIG_ENABLED_TRAIT)
-    return sorted(traits)
+    """Our static traits of a GPU (the agent's vocabulary), sorted."""
+    return sorted(translation.gpu_traits(gpu, mode or effective_mode(gpu)))
 
 
 @dataclasses.dataclass
