@@ -31,6 +31,11 @@ _RANK = {HEALTHY: 0, DEGRADED: 1, UNHEALTHY: 2}
 #: before the thermal cause counts as gone (on top of recovery_period).
 THERMAL_HYSTERESIS_C = 3.0
 
+#: consecutive samples with NVML errors before they degrade the GPU (one
+#: transient error must not take a GPU out of preference for a recovery
+#: period)
+NVML_ERROR_SAMPLES = 3
+
 #: NVIDIA XID catalogue: short descriptions for log lines and reasons.
 XID_DESCRIPTIONS = {
     13: 'graphics engine exception', 31: 'GPU memory page fault',
@@ -58,6 +63,7 @@ class _GpuState:
     state: str = HEALTHY
     reasons: tuple[str, ...] = ()
     held: dict[str, _Held] = dataclasses.field(default_factory=dict)
+    error_samples: int = 0
 
 
 @dataclasses.dataclass
@@ -93,7 +99,7 @@ def _pins(values) -> set[str]:
         v = v.strip()
         try:
             out.add(naming.normalize_pci_address(v))
-        except Exception:
+        except ValueError:
             out.add(v)
     return out
 
@@ -156,9 +162,10 @@ class HealthJudge:
             out.append((DEGRADED, 'pages pending retirement (reset needed)',
                         0.0))
         out.extend(self._thermal(sample))
-        if sample.errors and not sample.lost:
-            out.append((DEGRADED, 'NVML errors: %s' % ', '.join(
-                sorted(sample.errors)), 0.0))
+        st = self._gpus.get(sample.pci_address)
+        if (sample.errors and not sample.lost and st is not None
+                and st.error_samples >= NVML_ERROR_SAMPLES):
+            out.append((DEGRADED, 'NVML errors', 0.0))
         for metric in anomalies:
             out.append((DEGRADED, 'anomaly: %s' % metric, 0.0))
         return out
@@ -189,6 +196,7 @@ class HealthJudge:
         now = self._clock() if now is None else now
         key = sample.pci_address
         st = self._gpus.setdefault(key, _GpuState())
+        st.error_samples = st.error_samples + 1 if sample.errors else 0
         for severity, reason, extra in self.causes(sample, anomalies):
             held = st.held.get(reason)
             until = now + extra + self.recovery_period

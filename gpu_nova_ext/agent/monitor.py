@@ -207,7 +207,7 @@ class HealthMonitor:
         for gpu in inventory.gpus:
             try:
                 key = naming.normalize_pci_address(gpu.pci_address)
-            except Exception:
+            except ValueError:
                 key = gpu.pci_address
             entry = latest.get(key) or by_uuid.get(gpu.uuid)
             if entry is None:

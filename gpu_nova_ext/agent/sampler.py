@@ -99,7 +99,7 @@ class NvmlSampler:
         for index in range(nvml.nvmlDeviceGetCount()):
             try:
                 dev = self._open_device(nvml, index)
-            except nvml.NVMLError as exc:
+            except (nvml.NVMLError, ValueError) as exc:
                 LOG.warning('NVML GPU index %(index)d cannot be opened, it '
                             'is not sampled: %(error)s',
                             {'index': index, 'error': exc})

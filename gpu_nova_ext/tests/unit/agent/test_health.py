@@ -88,8 +88,20 @@ class TestHealthCauses(health_base.MonitorTestCase):
     def test_nvml_errors_degrade(self):
         self.fake.set_error(0, 'nvmlDeviceGetUtilizationRates',
                             pynvml.NVML_ERROR_UNKNOWN)
-        self.assertEqual(('degraded', ['NVML errors: utilization']),
-                         self.state(0))
+        self.assertEqual(('healthy', []), self.state(0))
+        self.assertEqual(('healthy', []), self.state(1))
+        self.assertEqual(('degraded', ['NVML errors']), self.state(2))
+        self.fake.set_error(0, 'nvmlDeviceGetUtilizationRates', None)
+        self.assertEqual('degraded', self.state(3)[0])
+        self.assertEqual(('healthy', []), self.state(32.1))
+
+    def test_one_transient_nvml_error_is_ignored(self):
+        self.fake.set_error(0, 'nvmlDeviceGetTemperatureV',
+                            pynvml.NVML_ERROR_TIMEOUT)
+        self.assertEqual('healthy', self.state(0)[0])
+        self.fake.set_error(0, 'nvmlDeviceGetTemperatureV', None)
+        self.assertEqual('healthy', self.state(1)[0])
+        self.assertEqual(0, self.changes)
 
 
 class TestHysteresisAndRecovery(health_base.MonitorTestCase):
