@@ -1,0 +1,225 @@
+"""GPU weighers on real Nova objects, through Nova's HostWeightHandler."""
+from nova.scheduler import weights as nova_weights
+
+from gpu_nova_ext.scheduler import weighers as gpu_weighers
+from gpu_nova_ext.scheduler.weighers import avoidance
+from gpu_nova_ext.scheduler.weighers import capability
+from gpu_nova_ext.scheduler.weighers import packing
+from gpu_nova_ext.scheduler.weighers import power
+from gpu_nova_ext.scheduler.weighers import thermal
+from gpu_nova_ext.scheduler.weighers import utilization
+from gpu_nova_ext.tests.unit.scheduler import base
+from gpu_nova_ext.tests.unit.scheduler import nova_objects as no
+
+VGPU = {'resources:VGPU': '1'}
+
+
+class WeigherTestCase(base.PluginTestCase):
+
+    def hosts(self, names, **kwargs):
+        return [no.host_state(h, allocation_candidates=no.candidates(h, [0]),
+                              **kwargs) for h in names]
+
+    def ranking(self, weighers, hosts, specs=None):
+        spec = no.request_spec(specs if specs is not None else VGPU)
+        return [w.obj.host for w in no.weigh(weighers, hosts, spec)]
+
+
+class TestAllWeighers(WeigherTestCase):
+
+    def test_stevedore_namespace(self):
+        self.assertEqual(
+            ['GpuCapabilityWeigher', 'GpuHostAvoidanceWeigher',
+             'GpuPackingWeigher', 'GpuPowerWeigher', 'GpuThermalWeigher',
+             'GpuUtilizationWeigher'],
+            sorted(c.__name__ for c in gpu_weighers.all_weighers()))
+
+
+class TestPacking(WeigherTestCase):
+
+    def setUp(self):
+        super().setUp()
+        # "busy": 2 of its 4 GPUs' vGPU capacity used; "empty": all free
+        self.add_host('busy', [no.gpu_state('busy', i, available=a)
+                               for i, a in enumerate((0, 0, 8, 8))])
+        self.add_host('empty', [no.gpu_state('empty', i) for i in range(4)])
+        self.add_host('half', [no.gpu_state('half', i, available=6)
+                               for i in range(4)])
+
+    def test_binpack_by_default(self):
+        self.assertEqual(['busy', 'half', 'empty'], self.ranking(
+            [packing.GpuPackingWeigher()],
+            self.hosts(['empty', 'half', 'busy'])))
+
+    def test_spread_with_positive_multiplier(self):
+        self.flags(packing_weight_multiplier=1.0, group='gpu_weights')
+        self.assertEqual(['empty', 'half', 'busy'], self.ranking(
+            [packing.GpuPackingWeigher()],
+            self.hosts(['busy', 'half', 'empty'])))
+
+    def test_gpu_policy_beats_nova_spreading(self):
+        # Nova's RAM/CPU/disk weighers prefer "empty" (more free RAM, CPU
+        # and disk); with the default multiplier packing still decides.
+        hosts = [no.host_state('busy', free_ram_mb=16384, vcpus_used=56,
+                               free_disk_gb=100,
+                               allocation_candidates=no.candidates(
+                                   'busy', [2])),
+                 no.host_state('empty', allocation_candidates=no.candidates(
+                     'empty', [0]))]
+        nova_only = [c() for c in nova_weights.all_weighers()]
+        self.assertEqual('empty', self.ranking(nova_only, hosts)[0])
+        everything = nova_only + [c() for c in gpu_weighers.all_weighers()]
+        self.assertEqual('busy', self.ranking(everything, hosts)[0])
+
+    def test_aggregate_overrides_multiplier(self):
+        agg = no.aggregate('spread', ['busy', 'half', 'empty'],
+                           {'packing_weight_multiplier': '5.0'})
+        hosts = [no.host_state(h, aggregates=[agg],
+                               allocation_candidates=no.candidates(h, [0]))
+                 for h in ('busy', 'half', 'empty')]
+        self.assertEqual(['empty', 'half', 'busy'], self.ranking(
+            [packing.GpuPackingWeigher()], hosts))
+
+    def test_aggregate_override_on_some_hosts(self):
+        # "empty" is in an aggregate that spreads: it wins there, while
+        # the others still binpack
+        agg = no.aggregate('spread', ['empty'],
+                           {'packing_weight_multiplier': '10'})
+        hosts = self.hosts(['busy', 'half'])
+        hosts.append(no.host_state('empty', aggregates=[agg],
+                                   allocation_candidates=no.candidates(
+                                       'empty', [0])))
+        self.assertEqual(['empty', 'busy', 'half'], self.ranking(
+            [packing.GpuPackingWeigher()], hosts))
+
+    def test_unhealthy_gpus_are_no_capacity(self):
+        self.add_host('sick', [no.gpu_state('sick', i, health='unhealthy')
+                               for i in range(3)] + [
+            no.gpu_state('sick', 3)])
+        self.assertEqual('sick', self.ranking(
+            [packing.GpuPackingWeigher()],
+            self.hosts(['busy', 'sick', 'half']))[0])
+
+    def test_host_without_state_weighs_as_average(self):
+        weigher = packing.GpuPackingWeigher()
+        hosts = self.hosts(['busy', 'ghost', 'empty'])
+        spec = no.request_spec(VGPU)
+        raw = weigher.weigh_objects(
+            [nova_weights.WeighedHost(h, 0.0) for h in hosts], spec)
+        self.assertEqual((raw[0] + raw[2]) / 2, raw[1])
+
+
+class TestMetricWeighers(WeigherTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.add_host('hot', [no.gpu_state('hot', 0, temperature=80,
+                                           utilization=90, power=290)])
+        self.add_host('cool', [no.gpu_state('cool', 0, temperature=35,
+                                            utilization=40, power=150)])
+        self.add_host('idle', [no.gpu_state('idle', 0, temperature=55,
+                                            utilization=0, power=60,
+                                            model='H100_SXM5_80GB')])
+
+    def test_utilization(self):
+        self.assertEqual(['idle', 'cool', 'hot'], self.ranking(
+            [utilization.GpuUtilizationWeigher()],
+            self.hosts(['hot', 'cool', 'idle'])))
+
+    def test_thermal(self):
+        self.assertEqual(['cool', 'idle', 'hot'], self.ranking(
+            [thermal.GpuThermalWeigher()],
+            self.hosts(['hot', 'idle', 'cool'])))
+
+    def test_power_off_by_default_then_on(self):
+        hosts = self.hosts(['hot', 'cool', 'idle'])
+        weighed = no.weigh([power.GpuPowerWeigher()], hosts,
+                           no.request_spec(VGPU))
+        self.assertEqual([0.0, 0.0, 0.0], [w.weight for w in weighed])
+        self.flags(power_weight_multiplier=1.0, group='gpu_weights')
+        self.assertEqual(['idle', 'cool', 'hot'], self.ranking(
+            [power.GpuPowerWeigher()], self.hosts(['hot', 'cool', 'idle'])))
+
+    def test_capability_table_and_override(self):
+        self.flags(capability_weight_multiplier=1.0, group='gpu_weights')
+        self.assertEqual('idle', self.ranking(
+            [capability.GpuCapabilityWeigher()],
+            self.hosts(['hot', 'idle', 'cool']))[0])
+        self.flags(capability_scores={'A100_80GB': '50'},
+                   group='gpu_weights')
+        self.assertEqual('idle', self.ranking(
+            [capability.GpuCapabilityWeigher()],
+            self.hosts(['hot', 'idle', 'cool']))[-1])
+
+    def test_capability_longest_prefix(self):
+        self.assertEqual(10.0, capability.score('H100_SXM5_80GB', {}))
+        self.assertEqual(7.5, capability.score('H100_PCIE', {}))
+        self.assertEqual(1.2, capability.score('L4', {}))
+        self.assertEqual(3.7, capability.score('L40S', {}))
+        self.assertIsNone(capability.score('A1000', {}))
+
+    def test_weighs_the_gpu_of_the_claimed_candidate(self):
+        self.add_host('two', [no.gpu_state('two', 0, utilization=95),
+                              no.gpu_state('two', 1, utilization=5)])
+        first = no.host_state('two', allocation_candidates=no.candidates(
+            'two', [0, 1]))
+        self.assertEqual('cool', self.ranking(
+            [utilization.GpuUtilizationWeigher()],
+            [first] + self.hosts(['cool']))[0])
+        second = no.host_state('two', allocation_candidates=no.candidates(
+            'two', [1, 0]))
+        self.assertEqual('two', self.ranking(
+            [utilization.GpuUtilizationWeigher()],
+            [second] + self.hosts(['cool']))[0])
+
+
+class TestAvoidance(WeigherTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.add_host('gpu', [no.gpu_state('gpu', i) for i in range(4)])
+        self.add_host('used', [no.gpu_state('used', i, available=0)
+                               for i in range(4)])
+
+    def _plain_hosts(self):
+        return [no.host_state(h, allocation_candidates=no.plain_candidates(
+            h)) for h in ('gpu', 'used', 'cpu')]
+
+    def test_non_gpu_request_avoids_idle_gpus(self):
+        ranking = self.ranking([avoidance.GpuHostAvoidanceWeigher()],
+                               self._plain_hosts(), {})
+        self.assertEqual('gpu', ranking[-1])
+
+    def test_beats_nova_spreading_by_default(self):
+        # the GPU host has the most free RAM/CPU (Nova would pick it)
+        hosts = [
+            no.host_state('gpu',
+                          allocation_candidates=no.plain_candidates('gpu')),
+            no.host_state('cpu', free_ram_mb=131072, vcpus_used=16,
+                          allocation_candidates=no.plain_candidates('cpu'))]
+        nova_only = [c() for c in nova_weights.all_weighers()]
+        self.assertEqual('gpu', self.ranking(nova_only, hosts, {})[0])
+        everything = nova_only + [c() for c in gpu_weighers.all_weighers()]
+        self.assertEqual('cpu', self.ranking(everything, hosts, {})[0])
+
+    def test_gpu_request_not_affected(self):
+        hosts = [no.host_state(h, allocation_candidates=no.candidates(h, [0]))
+                 for h in ('gpu', 'used')]
+        weighed = no.weigh([avoidance.GpuHostAvoidanceWeigher()], hosts,
+                           no.request_spec(VGPU))
+        self.assertEqual([0.0, 0.0], [w.weight for w in weighed])
+
+
+class TestNonGpuRequestWeights(WeigherTestCase):
+
+    def test_gpu_weighers_are_zero(self):
+        self.add_host('a', [no.gpu_state('a', 0, utilization=90)])
+        self.add_host('b', [no.gpu_state('b', 0, utilization=0)])
+        hosts = [no.host_state(h, allocation_candidates=no.plain_candidates(
+            h)) for h in ('a', 'b')]
+        weighers = [c() for c in gpu_weighers.all_weighers()
+                    if c is not avoidance.GpuHostAvoidanceWeigher]
+        weighed = no.weigh(weighers, hosts, no.request_spec({}))
+        self.assertEqual([0.0, 0.0], [w.weight for w in weighed])
+        for w in weighers:
+            self.assertEqual(0.0, w.weight_multiplier(hosts[0]))
