@@ -137,6 +137,40 @@ class GpuSchedulerMixin:
         self.addCleanup(state_cache.reset_cache)
         return super()._setup_scheduler_service()
 
+    def boot(self, extra_specs: dict, expected_state: str = 'ACTIVE',
+             host: str | None = None, **flavor_kw) -> dict:
+        # small flavors: GPUs, not RAM/disk, decide in these scenarios
+        for key, value in (('memory_mb', 512), ('vcpu', 1), ('disk', 1),
+                           ('ephemeral', 0)):
+            flavor_kw.setdefault(key, value)
+        flavor = self._create_flavor(extra_spec=extra_specs, **flavor_kw)
+        return self._create_server(
+            image_uuid=IMAGE, flavor_id=flavor, networks='none',
+            host=host, expected_state=expected_state)
+
+    def gpu_of(self, server: dict) -> tuple:
+        """(host, name of the GPU provider) of the server's allocation.
+
+        The GPU provider is the one the allocation takes VGPU, PGPU or a
+        CUSTOM_ resource class from (one per server in these tests).
+        """
+        allocs = self._get_allocations_by_server_uuid(server['id'])
+        names = []
+        for rp_uuid, alloc in allocs.items():
+            if any(rc in ('VGPU', 'PGPU') or rc.startswith('CUSTOM_')
+                   for rc in alloc['resources']):
+                names.append(self.placement.get(
+                    '/resource_providers/%s' % rp_uuid).body['name'])
+        self.assertEqual(1, len(names), 'GPU providers of %s: %s (%s)'
+                         % (server['id'], names, allocs))
+        return server['OS-EXT-SRV-ATTR:host'], names[0]
+
+    @staticmethod
+    def pgpu(host: str, address: str) -> str:
+        """Name Nova gives the libvirt pGPU provider of ``address``."""
+        return '%s_pci_%s' % (host, address.replace(':', '_').replace(
+            '.', '_'))
+
 
 class GpuAgentMixin:
     """Runs our agent for the harness's compute hosts.
@@ -157,6 +191,8 @@ class GpuAgentMixin:
 
     def setUp(self):
         super().setUp()
+        # scenarios boot more servers than the default quota allows
+        self.flags(instances=-1, cores=-1, ram=-1, group='quota')
         self.gpu_facts = {}
         self.pci_infos = {}
         self.agent_nova_conf = {}
@@ -272,11 +308,6 @@ class GpuVGPUTestBase(GpuSchedulerMixin, GpuAgentMixin,
                       test_vgpu.VGPUTestBase):
     """Hosts with two mdev-capable pGPUs each (0000:81:00.0, :01.0)."""
 
-    def setUp(self):
-        super().setUp()
-        # scenarios boot more servers than the default quota allows
-        self.flags(instances=-1, cores=-1, ram=-1, group='quota')
-
     def start_gpu_host(self, host: str, gpus: dict,
                        multiple_gpu_types: bool = False,
                        mdev_types: dict | None = None) -> str:
@@ -315,37 +346,3 @@ class GpuVGPUTestBase(GpuSchedulerMixin, GpuAgentMixin,
             opts['mdev_%s' % mtype] = {
                 'device_addresses': ','.join(addresses)}
         return opts
-
-    def boot(self, extra_specs: dict, expected_state: str = 'ACTIVE',
-             host: str | None = None, **flavor_kw) -> dict:
-        # small flavors: GPUs, not RAM/disk, decide in these scenarios
-        for key, value in (('memory_mb', 512), ('vcpu', 1), ('disk', 1),
-                           ('ephemeral', 0)):
-            flavor_kw.setdefault(key, value)
-        flavor = self._create_flavor(extra_spec=extra_specs, **flavor_kw)
-        return self._create_server(
-            image_uuid=IMAGE, flavor_id=flavor, networks='none',
-            host=host, expected_state=expected_state)
-
-    def gpu_of(self, server: dict) -> tuple:
-        """(host, name of the GPU provider) of the server's allocation.
-
-        The GPU provider is the one the allocation takes VGPU, PGPU or a
-        CUSTOM_ resource class from (one per server in these tests).
-        """
-        allocs = self._get_allocations_by_server_uuid(server['id'])
-        names = []
-        for rp_uuid, alloc in allocs.items():
-            if any(rc in ('VGPU', 'PGPU') or rc.startswith('CUSTOM_')
-                   for rc in alloc['resources']):
-                names.append(self.placement.get(
-                    '/resource_providers/%s' % rp_uuid).body['name'])
-        self.assertEqual(1, len(names), 'GPU providers of %s: %s (%s)'
-                         % (server['id'], names, allocs))
-        return server['OS-EXT-SRV-ATTR:host'], names[0]
-
-    @staticmethod
-    def pgpu(host: str, address: str) -> str:
-        """Name Nova gives the libvirt pGPU provider of ``address``."""
-        return '%s_pci_%s' % (host, address.replace(':', '_').replace(
-            '.', '_'))
