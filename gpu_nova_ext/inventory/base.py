@@ -205,6 +205,27 @@ class HostInventory:
                 'gpus': [g.to_state() for g in self.gpus]}
 
 
+_LOGGED: set[str] = set()
+
+
+def log_once(msg: str, *args: Any) -> str:
+    """Log ``msg % args`` at WARNING the first time, then at DEBUG.
+
+    Discovery runs every agent cycle: the same skipped device would
+    otherwise fill the log with one identical line every cycle.
+    Returns the formatted message.
+    """
+    text = msg % args if args else msg
+    if text in _LOGGED:
+        LOG.debug(msg, *args)
+    else:
+        if len(_LOGGED) > 10000:
+            _LOGGED.clear()
+        _LOGGED.add(text)
+        LOG.warning(msg, *args)
+    return text
+
+
 class InventorySource(abc.ABC):
     """Contract of a ``gpu_nova_ext.inventory.sources`` plugin.
 
@@ -228,8 +249,7 @@ class InventorySource(abc.ABC):
 
     def warn(self, msg: str, *args: Any) -> None:
         """Log one warning naming a device and keep it for the inventory."""
-        LOG.warning(msg, *args)
-        self.warnings.append(msg % args if args else msg)
+        self.warnings.append(log_once(msg, *args))
 
     @abc.abstractmethod
     def discover(self) -> dict[str, Gpu]:

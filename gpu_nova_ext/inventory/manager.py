@@ -88,8 +88,7 @@ def discover(conf, sources: list[str] | None = None,
     warnings: list[str] = []
 
     def warn(msg, *args):
-        LOG.warning(msg, *args)
-        warnings.append(msg % args if args else msg)
+        warnings.append(base.log_once(msg, *args))
 
     reports = []
     try:

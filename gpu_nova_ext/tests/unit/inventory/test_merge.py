@@ -181,3 +181,30 @@ class TestMergedVgpuTypes(testtools.TestCase):
             [{'id': 'nvidia-474', 'name': 'A100D-40C',
               'framebuffer_mib': 40960, 'available': 1, 'max': 2}],
             gpu.to_state()['vgpu_types'])
+
+
+class TestWarnOnce(testtools.TestCase):
+
+    def test_same_warning_logged_once_but_always_reported(self):
+        import logging
+
+        import fixtures
+        logger = self.useFixture(fixtures.FakeLogger(
+            level=logging.DEBUG, format='%(levelname)s %(message)s'))
+        conf = type('Conf', (), {})()
+
+        class Source(base.InventorySource):
+            def discover(self):
+                self.warn('Skipping GPU %s: test %s.', A, id(self))
+                self.warn('Skipping GPU %s: repeated.', A)
+                return {}
+
+        for _ in range(3):
+            source = Source(conf)
+            source.discover()
+            self.assertEqual(2, len(source.warnings))
+        lines = logger.output.splitlines()
+        self.assertEqual(1, lines.count(
+            'WARNING Skipping GPU %s: repeated.' % A))
+        self.assertEqual(2, lines.count(
+            'DEBUG Skipping GPU %s: repeated.' % A))
