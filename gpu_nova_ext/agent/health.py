@@ -25,7 +25,7 @@ LOG = logging.getLogger(__name__)
 HEALTHY = 'healthy'
 DEGRADED = 'degraded'
 UNHEALTHY = 'unhealthy'
-_RANK = {HEALTHY: 0, DEGRADED: 1, UNHEALTHY: 2}
+RANK = {HEALTHY: 0, DEGRADED: 1, UNHEALTHY: 2}
 
 #: degrees under the slowdown threshold the temperature must drop below
 #: before the thermal cause counts as gone (on top of recovery_period).
@@ -214,10 +214,10 @@ class HealthJudge:
         else:
             state = HEALTHY
             for h in st.held.values():
-                if _RANK[h.severity] > _RANK[state]:
+                if RANK[h.severity] > RANK[state]:
                     state = h.severity
             reasons = sorted(st.held, key=lambda r: (
-                -_RANK[st.held[r].severity], r))
+                -RANK[st.held[r].severity], r))
         st.state, st.reasons = state, tuple(reasons)
         return Verdict(key, sample.uuid, state, list(reasons), old_state,
                        old_reasons)

@@ -186,8 +186,8 @@ class HealthMonitor:
         return verdicts
 
     def _report_change(self, sample, verdict) -> None:
-        worse = (health_mod._RANK[verdict.state]
-                 > health_mod._RANK[verdict.old_state])
+        worse = (health_mod.RANK[verdict.state]
+                 > health_mod.RANK[verdict.old_state])
         (LOG.warning if worse else LOG.info)(
             'GPU %(gpu)s (%(uuid)s) health %(old)s -> %(new)s: %(reasons)s',
             {'gpu': sample.pci_address, 'uuid': sample.uuid,
