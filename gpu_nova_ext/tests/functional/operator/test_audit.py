@@ -6,15 +6,22 @@ import io
 import json
 import os
 import tempfile
+import threading
+import time
 import uuid
 
+from oslo_config import cfg
 from oslotest import base
 
 from gpu_nova_ext.cmd import cli
 from gpu_nova_ext.cmd import common
+from gpu_nova_ext import conf as gconf
+from gpu_nova_ext.inventory import base as inv_base
 from gpu_nova_ext.operator import audit
 from gpu_nova_ext.placement import client as placement_client
 from gpu_nova_ext.placement import embedded
+from gpu_nova_ext.state import cache as state_cache
+from gpu_nova_ext.state import rpc
 
 
 def _uuid():
@@ -117,6 +124,7 @@ class TestAuditAgainstPlacement(base.BaseTestCase):
                                          delete=False) as f:
             # the embedded Placement logs in this process: keep stdout JSON
             f.write('[DEFAULT]\nuse_stderr = true\n'
+                    'transport_url = fake://\n'
                     '[placement]\nauth_type = admin_token\n'
                     'endpoint = %s\ntoken = admin\n' % endpoint)
         self.addCleanup(os.unlink, f.name)
@@ -187,3 +195,42 @@ class TestAuditAgainstPlacement(base.BaseTestCase):
         grp = [g for g in report.groups if g['host'] == 'cmp-2'][0]
         self.assertEqual(1, grp['unhealthy'])
         self.assertEqual(['cmp-2'], report.hosts_with_state)
+
+    def test_cli_hears_agent_state(self):
+        # An agent on the same (in-process fake://) bus answers the audit's
+        # resend request with its state, as a real agent answers a
+        # scheduler that starts.
+        self.addCleanup(state_cache.reset_cache)
+        uuids = self.cluster.uuids
+        gpu = inv_base.Gpu(
+            pci_address='0000:3c:00.0', vendor='nvidia',
+            model='A100_80GB_PCIE', memory_mib=81920,
+            driver_version='550.54.15', mode='passthrough',
+            provider_uuids=[uuids['cmp-2_0000:3C:00.0']],
+            health=inv_base.Health('unhealthy', ['xid 79']))
+        payload = {'version': '1.0', 'host': 'cmp-2', 'nodename': 'cmp-2',
+                   'generated_at': time.time(), 'agent_mode': 'annotate',
+                   'root_provider_uuid': uuids['cmp-2'],
+                   'gpus': [gpu.to_state()]}
+        aconf = cfg.ConfigOpts()
+        gconf.register_agent_opts(aconf)
+        aconf(['--config-file', self.conf_file], default_config_files=[],
+              default_config_dirs=[])
+        sent = threading.Event()
+
+        def on_resend():
+            def cast():
+                agent.cast_state(payload)
+                sent.set()
+            threading.Thread(target=cast, daemon=True).start()
+
+        agent = rpc.AgentStateClient(aconf, on_resend)
+        agent.start()
+        self.addCleanup(agent.stop)
+        data = json.loads(self._cli('--format', 'json', '--state-wait',
+                                    '1.5'))
+        self.assertTrue(sent.is_set())
+        self.assertEqual(['cmp-2'], data['hosts_with_state'])
+        self.assertEqual([('cmp-2', '0000:3c:00.0', ['xid 79'])],
+                         [(g['host'], g['address'], g['reasons'])
+                          for g in data['unhealthy']])
