@@ -34,6 +34,9 @@ def load_config(args: argparse.Namespace, prog: str,
     conf = cfg.ConfigOpts()
     register(conf)
     logging.register_options(conf)
+    # Commands print their results (tables, JSON) on stdout: logs go to
+    # stderr unless a log file is configured.
+    conf.set_default('use_stderr', True)
     cli_args = []
     for path in args.config_file:
         cli_args += ['--config-file', path]

@@ -8,7 +8,6 @@
         test:///<site-packages>/gpu_nova_ext/inventory/samples/a100-vgpu-host.xml
 """
 import json
-import logging
 import os
 import sys
 
@@ -39,17 +38,7 @@ def register(subparsers):
     parser.set_defaults(func=run)
 
 
-def _logs_to_stderr() -> None:
-    # oslo.log writes to stdout when no log file is set: keep stdout for
-    # the inventory (``--format json | jq`` must work).
-    for handler in logging.getLogger().handlers:
-        if (isinstance(handler, logging.StreamHandler)
-                and handler.stream is sys.stdout):
-            handler.setStream(sys.stderr)
-
-
 def run(args, conf) -> int:
-    _logs_to_stderr()
     if args.libvirt_uri:
         conf.set_override('libvirt_uri', args.libvirt_uri, group='agent')
     sources = list(conf.agent.inventory_sources)

@@ -1,6 +1,8 @@
 """[agent] options: the compute-host GPU agent."""
 from oslo_config import cfg
 
+from gpu_nova_ext.conf import utils
+
 agent_group = cfg.OptGroup(
     'agent',
     title='GPU agent options',
@@ -160,7 +162,7 @@ NVIDIA's dcgm-exporter uses 9400; this default avoids it so both can run.
 
 
 def register_opts(conf):
-    conf.register_group(agent_group)
+    utils.register_group(conf, agent_group)
     conf.register_opts(agent_opts, group=agent_group)
 
 

@@ -1,6 +1,8 @@
 """[gpu_scheduler] options, read by our filters inside nova-scheduler."""
 from oslo_config import cfg
 
+from gpu_nova_ext.conf import utils
+
 gpu_scheduler_group = cfg.OptGroup(
     'gpu_scheduler',
     title='GPU scheduler plugin options',
@@ -100,7 +102,7 @@ dropped with a log line.
 
 
 def register_opts(conf):
-    conf.register_group(gpu_scheduler_group)
+    utils.register_group(conf, gpu_scheduler_group)
     conf.register_opts(gpu_scheduler_opts, group=gpu_scheduler_group)
 
 

@@ -13,6 +13,8 @@ metadata of the same name.
 """
 from oslo_config import cfg
 
+from gpu_nova_ext.conf import utils
+
 gpu_weights_group = cfg.OptGroup(
     'gpu_weights',
     title='GPU weigher multipliers',
@@ -86,7 +88,7 @@ it off; GPU requests are not affected.
 
 
 def register_opts(conf):
-    conf.register_group(gpu_weights_group)
+    utils.register_group(conf, gpu_weights_group)
     conf.register_opts(gpu_weights_opts, group=gpu_weights_group)
 
 

@@ -1,6 +1,8 @@
 """[health] options: how the agent judges GPU health."""
 from oslo_config import cfg
 
+from gpu_nova_ext.conf import utils
+
 health_group = cfg.OptGroup(
     'health',
     title='GPU health options',
@@ -83,7 +85,7 @@ metrics say (use with care: a known-noisy sensor).
 
 
 def register_opts(conf):
-    conf.register_group(health_group)
+    utils.register_group(conf, health_group)
     conf.register_opts(health_opts, group=health_group)
 
 

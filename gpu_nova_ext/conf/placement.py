@@ -8,6 +8,8 @@ work; plus the retry policy of our writes.
 from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
 
+from gpu_nova_ext.conf import utils
+
 DEFAULT_SERVICE_TYPE = 'placement'
 
 placement_group = cfg.OptGroup(
@@ -56,14 +58,9 @@ def _adapter_opts():
 
 
 def register_opts(conf):
-    # A fresh OptGroup per ConfigOpts: oslo.config registers a shallow copy
-    # of the group, which shares the group's option dict, so the auth
-    # plugin options keystoneauth registers when it loads a plugin on one
-    # configuration would leak into every other one of the process (the
-    # simulator and the tests build many).
-    conf.register_group(cfg.OptGroup(
-        placement_group.name, title=placement_group.title,
-        help=placement_group.help))
+    # A fresh group: keystoneauth registers the auth plugin's options on
+    # it when it loads a plugin, which must not leak to other configs.
+    utils.register_group(conf, placement_group)
     conf.register_opts(placement_opts, group=placement_group)
     ks_loading.register_session_conf_options(conf, placement_group.name)
     ks_loading.register_auth_conf_options(conf, placement_group.name)
