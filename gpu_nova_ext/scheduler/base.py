@@ -256,6 +256,10 @@ class GpuFilter(filters.BaseHostFilter, filters.CandidateFilterMixin):
                 note_missing(ctx, host_state)
                 if not (self.HARD and ctx.fail_missing):
                     passed.append(host_state)
+                else:
+                    LOG.debug('%(filter)s: host %(host)s has no live GPU '
+                              'state (missing_state_policy=fail)',
+                              {'filter': name, 'host': host_state.host})
                 continue
             if maybe and not draws_gpu(record, host_state):
                 passed.append(host_state)

@@ -34,13 +34,17 @@ class GpuCandidateOrderFilter(base.GpuFilter):
             record = lookup(host_state, oldest)
             if record is None:
                 continue
-            ranks = record.order[policy]
-            getitem = ranks.__getitem__
-            try:
-                # every provider known (the GPUs and the root): C speed
-                cands.sort(key=lambda c: min(map(getitem, c['allocations'])))
-            except KeyError:
-                get = ranks.get
-                cands.sort(key=lambda c: min(
-                    [get(rp, _LAST) for rp in c['allocations']]))
+            get = record.order[policy].get
+            keys = []
+            for cand in cands:
+                # a candidate's rank: the best of its GPU providers (the
+                # root provider and unknown ones rank last)
+                key = _LAST
+                for rp in cand['allocations']:
+                    rank = get(rp, _LAST)
+                    if rank < key:
+                        key = rank
+                keys.append(key)
+            order = sorted(range(len(cands)), key=keys.__getitem__)
+            host_state.allocation_candidates = [cands[i] for i in order]
         return host_states

@@ -21,12 +21,13 @@ class GpuPackingWeigher(base.GpuWeigher):
             return None
         free = record.free_units
         if gpus:
-            by_provider = record.by_provider
             allocations = host_state.allocation_candidates[0]['allocations']
-            for rp, alloc in allocations.items():
-                gpu = by_provider.get(rp)
-                if gpu is not None:
-                    amount = max(alloc['resources'].values(), default=1)
-                    free -= min(gpu.free_units,
-                                gpu.unit_per_instance * amount)
+            for gpu in gpus:
+                # what the claim takes from this GPU: its instances there
+                amount = 0
+                for rp in gpu.provider_uuids:
+                    alloc = allocations.get(rp)
+                    if alloc is not None:
+                        amount += max(alloc['resources'].values(), default=1)
+                free -= min(gpu.free_units, gpu.unit_per_instance * amount)
         return free

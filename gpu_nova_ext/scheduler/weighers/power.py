@@ -17,6 +17,8 @@ class GpuPowerWeigher(base.GpuWeigher):
     def value(self, record, gpus, host_state, ctx):
         if record is None:
             return None
+        if len(gpus) == 1 and gpus[0].power_headroom is not None:
+            return gpus[0].power_headroom
         values = [g.power_headroom for g in gpus
                   if g.power_headroom is not None]
         if values:

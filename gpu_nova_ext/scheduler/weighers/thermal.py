@@ -16,6 +16,8 @@ class GpuThermalWeigher(base.GpuWeigher):
     def value(self, record, gpus, host_state, ctx):
         if record is None:
             return None
+        if len(gpus) == 1 and gpus[0].thermal_headroom is not None:
+            return gpus[0].thermal_headroom
         values = [g.thermal_headroom for g in gpus
                   if g.thermal_headroom is not None]
         if values:

@@ -16,6 +16,8 @@ class GpuUtilizationWeigher(base.GpuWeigher):
     def value(self, record, gpus, host_state, ctx):
         if record is None:
             return None
+        if len(gpus) == 1 and gpus[0].utilization is not None:
+            return 1.0 - gpus[0].utilization
         values = [g.utilization for g in gpus if g.utilization is not None]
         if values:
             return 1.0 - sum(values) / len(values)
