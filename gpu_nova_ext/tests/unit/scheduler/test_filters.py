@@ -301,11 +301,16 @@ class TestMissingState(base.PluginTestCase):
         self.now += 60
         self.add_host('live', [no.gpu_state('live', 0)])
         self._run(filters, specs)
-        self.assertEqual(1, len(self.log_lines('host ghost')))
+        self.assertEqual(1, len(self.log_lines('No live GPU state for host '
+                                               'ghost')))
         self.now += 61
         self.add_host('live', [no.gpu_state('live', 0)])
         self._run(filters, specs)
-        self.assertEqual(2, len(self.log_lines('host ghost')))
+        self.assertEqual(2, len(self.log_lines('No live GPU state for host '
+                                               'ghost')))
+        # and a debug line per rejection, from the first filter
+        self.assertEqual(3, len(self.log_lines(
+            'GpuModelFilter: host ghost has no live GPU state')))
 
 
 class TestNonGpuRequest(base.PluginTestCase):
