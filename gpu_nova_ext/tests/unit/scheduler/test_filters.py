@@ -308,8 +308,9 @@ class TestMissingState(base.PluginTestCase):
         self._run(filters, specs)
         self.assertEqual(2, len(self.log_lines('No live GPU state for host '
                                                'ghost')))
-        # and a debug line per rejection, from the first filter
-        self.assertEqual(3, len(self.log_lines(
+        # and a debug line per rejection (four requests), from the first
+        # filter that rejects
+        self.assertEqual(4, len(self.log_lines(
             'GpuModelFilter: host ghost has no live GPU state')))
 
 
