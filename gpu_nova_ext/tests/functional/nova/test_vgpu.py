@@ -2,6 +2,8 @@
 
 Each boot asserts the host and the pGPU provider of the allocation.
 """
+import time
+
 import os_traits
 
 from nova.tests.fixtures import libvirt as fakelibvirt
@@ -209,6 +211,16 @@ class TwoVGPUHostsTest(base.GpuVGPUTestBase):
         self._set_health(host, free_addr, 'healthy')
         self.assertEqual(host, self._boot_and_report()[0])
 
+    def _wait_for_scheduler_aggregate(self, agg_id, hosts, key):
+        """Until nova-scheduler got the aggregate (nova-api casts it)."""
+        host_manager = self.scheduler.manager.host_manager
+        for _ in range(200):
+            agg = host_manager.aggs_by_id.get(agg_id)
+            if agg and key in agg.metadata and hosts <= set(agg.hosts):
+                return
+            time.sleep(0.05)
+        self.fail('nova-scheduler did not get aggregate %s' % agg_id)
+
     def test_packing_multiplier(self):
         """Scenario 4: packing multiplier, option and aggregate.
 
@@ -234,6 +246,8 @@ class TwoVGPUHostsTest(base.GpuVGPUTestBase):
             self.admin_api.add_host_to_aggregate(agg['id'], host)
         self.admin_api.post_aggregate_action(agg['id'], {'set_metadata': {
             'metadata': {'packing_weight_multiplier': '-10.0'}}})
+        self._wait_for_scheduler_aggregate(
+            agg['id'], {'host1', 'host2'}, 'packing_weight_multiplier')
         fourth = self._boot_and_report()[0]
         for _ in range(2):
             self.assertEqual(fourth, self._boot_and_report()[0])
@@ -256,3 +270,39 @@ class TwoVGPUHostsTest(base.GpuVGPUTestBase):
         self.admin_api.put_service(service['id'], {'status': 'disabled'})
         server = self.boot({})
         self.assertIn(server['OS-EXT-SRV-ATTR:host'], ('host1', 'host2'))
+
+    def _restart_scheduler_cache(self):
+        """A new nova-scheduler process: an empty cache, no listener."""
+        base.state_cache.reset_cache()
+        self.assertIsNone(base.state_cache.get_cache().get('host1'))
+
+    def test_scheduler_restart_gets_state_by_resend(self):
+        """The state channel: a restarted scheduler asks, agents answer.
+
+        No agent cycle runs here: the state comes from the agents' answer
+        to the ``resend_gpu_state`` fanout the starting listener casts.
+        """
+        self._restart_scheduler_cache()
+        since = time.time() - 3600
+        base.state_cache.get_cache().ensure_started(base.CONF)
+        for host in ('host1', 'host2'):
+            payload = self.wait_for_state(host, since)
+            self.assertEqual(2, len(payload['gpus']))
+        host, _ = self._boot_and_report(dict(VGPU, **{'gpu:model': 'A100'}))
+        self.assertIn(host, ('host1', 'host2'))
+
+    def test_first_gpu_request_after_scheduler_restart(self):
+        """The first GPU request a new scheduler process handles.
+
+        Known gap: the cache's listener starts at the first request, so
+        the agents' answers to its resend arrive after that request was
+        filtered, and [gpu_scheduler] missing_state_policy=fail (the
+        default) gives it NoValidHost.  Remove the decorator once the
+        listener starts with the plugins (or the first request waits
+        briefly for the answers): this test then fails as an unexpected
+        success; replace expectFailure by the plain boot.
+        """
+        self._restart_scheduler_cache()
+        self.expectFailure(
+            'first GPU request after a scheduler start has no GPU state',
+            self.boot, dict(VGPU, **{'gpu:model': 'A100'}))
