@@ -41,6 +41,11 @@ def register(subparsers) -> None:
         '--no-scheduler', dest='scheduler', action='store_false',
         help='Leave out the [filter_scheduler] section.')
     parser.add_argument(
+        '--max-instances', action='store_true',
+        help='Also write [mdev_<type>] max_instances: the sum of the '
+             "type's maximum over its GPUs (a hard cap; regenerate after "
+             'adding GPUs).')
+    parser.add_argument(
         '--numa-policy', choices=NUMA_POLICIES,
         help='numa_policy of the generated [pci] alias entries.')
     parser.set_defaults(func=run)
@@ -52,7 +57,8 @@ def options_from_args(args: argparse.Namespace
         vgpu_types=tuple(args.vgpu_type),
         pci_in_placement=args.pci_in_placement,
         scheduler=args.scheduler,
-        numa_policy=args.numa_policy)
+        numa_policy=args.numa_policy,
+        max_instances=args.max_instances)
 
 
 def run(args: argparse.Namespace, conf: cfg.ConfigOpts) -> int:

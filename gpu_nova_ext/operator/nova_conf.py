@@ -17,8 +17,8 @@ GPU, how Nova offers it and writes the options Nova needs for that:
   ``live_migratable=yes``; one alias per vGPU type (``vgpu-<type>``).
 * ``vgpu`` and ``mig-vgpu`` (mdev): ``[devices] enabled_mdev_types`` and an
   ``[mdev_<type>]`` section with ``device_addresses`` (the GPU, or its VFs
-  where the type lives on VFs) and ``max_instances``.  The agent writes the
-  traits of these providers itself.
+  where the type lives on VFs) and, on request, ``max_instances``.  The
+  agent writes the traits of these providers itself.
 * The scheduler side: ``[filter_scheduler]`` ``available_filters``,
   ``enabled_filters`` (Nova's defaults, ``PciPassthroughFilter`` and ours),
   ``weight_classes`` and ``pci_in_placement``, plus ``[pci]
@@ -116,6 +116,12 @@ class GeneratorOptions:
     scheduler: bool = True
     #: ``numa_policy`` of the aliases (``legacy`` when None)
     numa_policy: str | None = None
+    #: write ``[mdev_<type>] max_instances`` (the type's maximum summed over
+    #: its parents).  Off by default: Nova already derives the maximum from
+    #: libvirt's available instances, and a cap that does not match them
+    #: (a GPU added later; a driver whose counts do not drop as mdevs are
+    #: created) makes nova-compute zero the inventory of whole GPUs.
+    max_instances: bool = False
 
 
 @dataclasses.dataclass
@@ -166,7 +172,7 @@ def _choose_type(gpu: base.Gpu, types: list[base.MdevType],
                  notes: list[str]) -> base.MdevType | None:
     def find(wanted):
         for t in types:
-            if wanted in (t.id, t.name):
+            if wanted in _type_names(gpu, t):
                 return t
         return None
 
@@ -192,6 +198,17 @@ def _choose_type(gpu: base.Gpu, types: list[base.MdevType],
                      'pass --vgpu-type to choose another.' % (
                          gpu.pci_address, _type_label(chosen)))
     return chosen
+
+
+def _type_names(gpu: base.Gpu, t: base.MdevType) -> set[str]:
+    """Id and names of a type: libvirt's, and NVML's for the same id."""
+    names = {t.id}
+    if t.name:
+        names.add(t.name)
+    for nv in gpu.vgpu_types:
+        if nv.id == t.id and nv.name:
+            names.add(nv.name)
+    return names
 
 
 def _type_label(t: base.MdevType) -> str:
@@ -338,8 +355,12 @@ def generate(inventory: base.HostInventory,
             section = 'mdev_%s' % type_id
             drop.add(section, 'device_addresses',
                      ','.join(entry['addresses']))
-            if entry['max']:
+            if opts.max_instances and entry['max']:
                 drop.add(section, 'max_instances', str(entry['max']))
+            elif opts.max_instances:
+                drop.notes.append('[%s] max_instances left out: the maximum '
+                                  'of %s is not known on every parent.'
+                                  % (section, type_id))
     if not inventory.gpus:
         drop.notes.append('no GPU found on this host.')
     if opts.scheduler:

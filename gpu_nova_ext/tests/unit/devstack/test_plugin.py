@@ -66,7 +66,7 @@ class TestDevstackPlugin(testtools.TestCase):
         self.dropin = os.path.join(self.tmp, 'dropin.conf')
         self.generated = nova_conf.generate(
             fakes.mixed_host(),
-            nova_conf.GeneratorOptions(scheduler=False))
+            nova_conf.GeneratorOptions(scheduler=False, max_instances=True))
         with open(self.dropin, 'w') as f:
             f.write(self.generated.render())
         self.calls = os.path.join(self.tmp, 'calls')

@@ -42,7 +42,9 @@ class TestGenerate(testtools.TestCase):
 
     def setUp(self):
         super().setUp()
-        self.drop = nova_conf.generate(fakes.mixed_host())
+        self.drop = nova_conf.generate(
+            fakes.mixed_host(),
+            nova_conf.GeneratorOptions(max_instances=True))
         self.conf = parse(self.drop.render())
         self.specs = [json.loads(s) for s in self.conf.pci.device_spec]
         self.aliases = {a['name']: a for a in
@@ -156,7 +158,14 @@ class TestGenerate(testtools.TestCase):
         host = fakes.mixed_host()
         host.gpus.reverse()
         self.assertEqual(self.drop.render(),
-                         nova_conf.generate(host).render())
+                         nova_conf.generate(host, nova_conf.GeneratorOptions(
+                             max_instances=True)).render())
+
+    def test_no_max_instances_unless_asked(self):
+        conf = parse(nova_conf.generate(fakes.mixed_host()).render())
+        self.assertIsNone(conf['mdev_nvidia-222'].max_instances)
+        self.assertEqual(['0000:84:00.0'],
+                         conf['mdev_nvidia-222'].device_addresses)
 
 
 class TestOptions(testtools.TestCase):
@@ -164,7 +173,7 @@ class TestOptions(testtools.TestCase):
     def test_preferred_vgpu_type(self):
         host = base.HostInventory('h', [fakes.mdev_gpu(), fakes.vfio_gpu()])
         opts = nova_conf.GeneratorOptions(
-            vgpu_types=('GRID T4-2B', 'L40S-24Q'))
+            vgpu_types=('GRID T4-2B', 'L40S-24Q'), max_instances=True)
         conf = parse(nova_conf.generate(host, opts).render())
         self.assertEqual(['nvidia-223'], conf.devices.enabled_mdev_types)
         self.assertEqual(8, conf['mdev_nvidia-223'].max_instances)
@@ -235,3 +244,17 @@ class TestOptions(testtools.TestCase):
                          nova_conf.alias_name('NVIDIA A100 80GB PCIe'))
         self.assertEqual('vgpu-a100d-10c',
                          nova_conf.vgpu_alias_name('A100D-10C'))
+
+    def test_type_chosen_by_nvml_name(self):
+        # libvirt names the type after its own catalogue; NVML's name for
+        # the same id is what operators know
+        gpu = fakes.mdev_gpu()
+        for t in gpu.mdev_types:
+            t.name = 'GRID M60-0B'
+        gpu.vgpu_types = [base.MdevType(id='nvidia-223', name='T4-2B',
+                                        max=8)]
+        drop = nova_conf.generate(base.HostInventory('h', [gpu]),
+                                  nova_conf.GeneratorOptions(
+                                      vgpu_types=('T4-2B',)))
+        self.assertEqual(['nvidia-223'],
+                         drop.values('devices', 'enabled_mdev_types'))
