@@ -107,6 +107,23 @@ def candidate_gpus(record: state_cache.HostRecord, host_state: Any) -> list:
             if rp in by_provider]
 
 
+_memo_keys: dict = {}
+_memo_keys_lock = threading.Lock()
+
+
+def memo_key(*parts) -> int:
+    """A small int standing for ``parts`` (a filter and its constraint).
+
+    Host records' memo dicts are keyed by it: an int hashes at once, a
+    constraint tuple would be hashed again on every lookup.
+    """
+    key = _memo_keys.get(parts)
+    if key is None:
+        with _memo_keys_lock:
+            key = _memo_keys.setdefault(parts, len(_memo_keys))
+    return key
+
+
 _missing_lock = threading.Lock()
 _missing_logged: dict[str, float] = {}
 
@@ -244,7 +261,7 @@ class GpuFilter(filters.BaseHostFilter, filters.CandidateFilterMixin):
         lookup = ctx.cache.lookup
         oldest = ctx.oldest
         maybe = ctx.request.kind == MAYBE
-        memo_key = (name, constraint)
+        key = memo_key(name, constraint)
         facts_memo = {}
         passed = []
         for host_state in host_states:
@@ -265,12 +282,12 @@ class GpuFilter(filters.BaseHostFilter, filters.CandidateFilterMixin):
                 passed.append(host_state)
                 continue
             memo = record.memo
-            verdict = memo.get(memo_key)
+            verdict = memo.get(key)
             if verdict is None:
                 verdict = self._verdict(record, constraint, facts_memo)
                 if len(memo) >= MEMO_LIMIT:
                     memo.clear()
-                memo[memo_key] = verdict
+                memo[key] = verdict
             if verdict is True:
                 passed.append(host_state)
             elif verdict is False:
@@ -320,11 +337,21 @@ def _resolve(weighed_obj_list, ctx: RequestContext) -> list:
             host_state = weighed.obj
             out.append((lookup(host_state, oldest), (), host_state))
     else:
+        append = out.append
         for weighed in weighed_obj_list:
             host_state = weighed.obj
             record = lookup(host_state, oldest)
-            out.append((record, candidate_gpus(record, host_state)
-                        if record is not None else (), host_state))
+            if record is None:
+                append((None, (), host_state))
+                continue
+            cands = host_state.allocation_candidates
+            if not cands:
+                append((record, (), host_state))
+                continue
+            # candidate_gpus(), inlined: this runs once per host
+            by_provider = record.by_provider
+            append((record, [by_provider[rp] for rp in cands[0]['allocations']
+                             if rp in by_provider], host_state))
     _local.resolved = (weighed_obj_list, ctx, out)
     return out
 

@@ -249,6 +249,22 @@ def _orders(gpus: tuple[GpuRecord, ...],
     return orders
 
 
+# Equal fact sets of different hosts interned to one object, so that a
+# filter's per-request verdict memo finds them by identity, not by deep
+# comparison.  Bounded: cleared when it grows past _INTERN_LIMIT.
+_INTERN_LIMIT = 65536
+_interned: dict = {}
+
+
+def _intern(value):
+    found = _interned.get(value)
+    if found is None:
+        if len(_interned) >= _INTERN_LIMIT:
+            _interned.clear()
+        _interned[value] = found = value
+    return found
+
+
 def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
@@ -289,7 +305,7 @@ def build_host_record(payload: dict[str, Any],
         max_power_headroom=max(power) if power else None,
         groups={family: {fact: tuple(rps) for fact, rps in facts.items()}
                 for family, facts in groups.items()},
-        fact_sets={family: frozenset(facts)
+        fact_sets={family: _intern(frozenset(facts))
                    for family, facts in groups.items()},
         order=_orders(gpus, payload.get('root_provider_uuid')),
     )

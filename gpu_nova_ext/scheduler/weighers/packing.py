@@ -24,10 +24,11 @@ class GpuPackingWeigher(base.GpuWeigher):
             allocations = host_state.allocation_candidates[0]['allocations']
             for gpu in gpus:
                 # what the claim takes from this GPU: its instances there
-                amount = 0
+                taken = 0.0
                 for rp in gpu.provider_uuids:
                     alloc = allocations.get(rp)
                     if alloc is not None:
-                        amount += max(alloc['resources'].values(), default=1)
-                free -= min(gpu.free_units, gpu.unit_per_instance * amount)
+                        taken += gpu.unit_per_instance * max(
+                            alloc['resources'].values())
+                free -= taken if taken < gpu.free_units else gpu.free_units
         return free
