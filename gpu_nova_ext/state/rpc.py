@@ -1,0 +1,397 @@
+"""The GPU state channel: a versioned oslo.messaging RPC API, both sides.
+
+Agents fanout-cast ``update_gpu_state(ctxt, state=<payload>)`` on
+``[agent] scheduler_topic`` (``gpu_nova_ext_scheduler``) every report
+interval and at once on a health change.  Every nova-scheduler process runs
+a :class:`SchedulerStateServer` that hands each payload to its state cache
+(validation happens there).  A scheduler that starts fanout-casts
+``resend_gpu_state(ctxt)`` on ``[gpu_scheduler] agent_topic``
+(``gpu_nova_ext_agent``) and the agents' :class:`AgentStateClient` answer
+with an immediate update, so a new scheduler has full state after one round
+trip.
+
+Both servers use oslo.messaging's ``threading`` executor (native threads,
+no eventlet), so they work in Nova 2025.2+ services, which run threaded,
+and in the agent.  Each server owns its own transport, created from the
+``conf`` it is given (Nova's ``transport_url`` inside nova-scheduler), and
+created in the process that starts it: nova-scheduler forks its workers
+before the first filter runs, so each worker gets its own connection.
+
+RPC API history:
+
+* 1.0: ``update_gpu_state(state)`` on the scheduler topic,
+  ``resend_gpu_state()`` on the agent topic.
+"""
+from collections.abc import Callable
+import importlib
+import os
+import socket
+import threading
+from typing import Any, Protocol
+import uuid
+
+from oslo_config import cfg
+from oslo_log import log as logging
+import oslo_messaging as messaging
+
+from gpu_nova_ext import conf as gconf
+
+LOG = logging.getLogger(__name__)
+
+RPC_API_VERSION = '1.0'
+
+# A cast with the broker down must not block the agent loop (oslo.messaging
+# retries for ever by default): one attempt plus one reconnect, then the
+# caller logs and moves on; the next cycle tries again.
+CAST_RETRY = 1
+
+# Seconds start() waits for the broker before returning and letting the
+# listener come up in the background (a connection takes milliseconds).
+START_WAIT = 5.0
+
+# Option groups oslo.messaging registers on the global cfg.CONF only, yet
+# reads from transport.conf on every cast and every received message.  A
+# private ConfigOpts (the agent's, the tests') needs them too.
+_GLOBAL_ONLY_OPTS = (
+    ('oslo_messaging._tracing.client', 'oslo_messaging_tracing',
+     'oslo_messaging_tracing'),
+    ('oslo_messaging._metrics.client', 'oslo_messaging_metrics',
+     'oslo_messaging_metrics'),
+)
+
+
+class StateSink(Protocol):
+    """What the scheduler-side server feeds: the state cache."""
+
+    def update(self, payload: Any) -> bool:
+        """Validate and ingest one payload; False when it is rejected."""
+
+
+def register_messaging_opts(conf: cfg.ConfigOpts) -> None:
+    """Register on ``conf`` the oslo.messaging options it reads at run time.
+
+    ``get_rpc_transport`` registers the transport and driver options itself;
+    the tracing and metrics groups are registered on ``cfg.CONF`` at import
+    of oslo.messaging's private modules only, so a cast on a transport built
+    from any other ConfigOpts fails with NoSuchOptError.  Registering the
+    same option objects again is a no-op, so this is safe on Nova's CONF.
+    """
+    for module_name, attr, group in _GLOBAL_ONLY_OPTS:
+        try:
+            opts = getattr(importlib.import_module(module_name), attr)
+        except (ImportError, AttributeError):
+            # Another oslo.messaging release: it does not read them then.
+            continue
+        conf.register_opts(opts, group=group)
+
+
+def _transport(conf: cfg.ConfigOpts) -> messaging.Transport:
+    register_messaging_opts(conf)
+    return messaging.get_rpc_transport(conf)
+
+
+def _cleanup(transport: messaging.Transport, conf: cfg.ConfigOpts) -> None:
+    """Close ``transport``'s connections.
+
+    Not for ``fake://``: its in-memory queues are shared by every fake
+    transport of the process (the simulator's agents and cache) and its
+    cleanup empties them all; it holds no connection anyway.
+    """
+    try:
+        driver = messaging.TransportURL.parse(conf).transport
+    except Exception:
+        driver = None
+    if driver != 'fake':
+        transport.cleanup()
+
+
+def _server_name(conf: cfg.ConfigOpts) -> str:
+    """A name unique to this process (and to this server in it)."""
+    try:
+        host = conf.host
+    except cfg.NoSuchOptError:
+        host = None
+    return '%s.%d.%s' % (host or socket.gethostname(), os.getpid(),
+                         uuid.uuid4().hex[:8])
+
+
+def _cast(client: messaging.RPCClient, method: str, **kwargs) -> bool:
+    """Cast, logging (never raising) when the broker cannot take it."""
+    try:
+        client.cast({}, method, **kwargs)
+    except Exception as exc:
+        # MessageDeliveryFailure, ClientSendError, kombu/socket errors:
+        # oslo.messaging reconnects on the next attempt.
+        LOG.warning('Could not cast %(method)s on topic %(topic)s: '
+                    '%(error)s. The message bus is unreachable; the next '
+                    'cycle retries.',
+                    {'method': method, 'topic': client.target.topic,
+                     'error': exc})
+        return False
+    return True
+
+
+class _RpcServer:
+    """One threading-executor RPC server with its own transport.
+
+    Starting connects to the broker and declares the queues in a helper
+    thread; :meth:`_start` waits up to ``wait`` seconds for that.  With the
+    broker down (oslo.messaging then retries for ever) the caller goes on
+    and the server starts listening when the broker is back.
+    """
+
+    def __init__(self, conf: cfg.ConfigOpts, topic: str, endpoint: object,
+                 what: str) -> None:
+        self._conf = conf
+        self._topic = topic
+        self._endpoint = endpoint
+        self._what = what
+        self._lock = threading.Lock()
+        self._transport = None
+        self._server = None
+        self._starting = None       # threading.Event while a start runs
+        self._stop_requested = False
+        self._pid = None
+        self.server_name = None
+
+    @property
+    def running(self) -> bool:
+        """True when listening in this process (started, not stopped).
+
+        After a fork the child inherits the object but not the server's
+        threads and connection: it is not running there.
+        """
+        return self._server is not None and self._pid == os.getpid()
+
+    def _forget_if_forked(self) -> None:
+        # Called with the lock held.  What a parent process started
+        # belongs to the parent: drop it without touching it.
+        if self._pid is not None and self._pid != os.getpid():
+            self._server = self._transport = self._starting = None
+            self._pid = None
+
+    def _start(self, wait: float,
+               after_start: Callable[[messaging.Transport], None] | None = (
+                   None)) -> None:
+        with self._lock:
+            self._forget_if_forked()
+            if self._server is not None or self._starting is not None:
+                return
+            # Configuration errors (a bad transport_url) raise here.
+            transport = _transport(self._conf)
+            self.server_name = _server_name(self._conf)
+            target = messaging.Target(topic=self._topic,
+                                      server=self.server_name,
+                                      version=RPC_API_VERSION)
+            server = messaging.get_rpc_server(
+                transport, target, [self._endpoint], executor='threading')
+            self._stop_requested = False
+            self._pid = os.getpid()
+            started = self._starting = threading.Event()
+            errors = []
+            thread = threading.Thread(
+                target=self._run_start, name='gpu-state-rpc-start',
+                args=(transport, server, started, errors, after_start),
+                daemon=True)
+            thread.start()
+        if not started.wait(wait):
+            LOG.warning('%(what)s: the message bus is unreachable; it '
+                        'listens on topic %(topic)s as soon as the bus is '
+                        'back.', {'what': self._what, 'topic': self._topic})
+        elif errors:
+            raise errors[0]
+
+    def _run_start(self, transport, server, started, errors, after_start):
+        try:
+            # Connects and declares the topic, server and fanout queues
+            # before returning, so a cast sent afterwards reaches us.
+            server.start()
+        except Exception as exc:
+            LOG.exception('%(what)s could not listen on topic %(topic)s',
+                          {'what': self._what, 'topic': self._topic})
+            with self._lock:
+                if self._starting is started:
+                    self._starting = None
+            _cleanup(transport, self._conf)
+            errors.append(exc)
+            started.set()
+            return
+        with self._lock:
+            abandoned = self._stop_requested or self._starting is not started
+            if not abandoned:
+                self._transport, self._server = transport, server
+                self._starting = None
+        if abandoned:
+            # stop() came first: undo quietly.
+            self._shutdown(server, transport)
+            started.set()
+            return
+        LOG.info('%(what)s listening on topic %(topic)s as %(server)s',
+                 {'what': self._what, 'topic': self._topic,
+                  'server': self.server_name})
+        started.set()
+        if after_start is not None:
+            after_start(transport)
+
+    def _shutdown(self, server, transport) -> None:
+        try:
+            server.stop()
+            server.wait()
+        finally:
+            _cleanup(transport, self._conf)
+
+    def _stop(self) -> None:
+        with self._lock:
+            self._forget_if_forked()
+            self._stop_requested = True
+            self._starting = None
+            server, transport = self._server, self._transport
+            self._server = self._transport = None
+        if server is None:
+            return
+        self._shutdown(server, transport)
+        LOG.info('%(what)s on topic %(topic)s stopped',
+                 {'what': self._what, 'topic': self._topic})
+
+
+class SchedulerStateEndpoint:
+    """Scheduler-side RPC endpoint: agents' state goes to the cache."""
+
+    target = messaging.Target(version=RPC_API_VERSION)
+
+    def __init__(self, cache: StateSink) -> None:
+        self._cache = cache
+
+    def update_gpu_state(self, ctxt: dict, state: Any = None,
+                         **kwargs: Any) -> None:
+        # Extra keyword arguments (a later 1.x agent) are ignored; the
+        # cache validates ``state`` and logs a rejection itself.
+        try:
+            self._cache.update(state)
+        except Exception:
+            LOG.exception('GPU state cache failed to ingest a payload')
+
+
+class AgentStateEndpoint:
+    """Agent-side RPC endpoint: a starting scheduler wants our state."""
+
+    target = messaging.Target(version=RPC_API_VERSION)
+
+    def __init__(self, on_resend: Callable[[], None]) -> None:
+        self._on_resend = on_resend
+
+    def resend_gpu_state(self, ctxt: dict, **kwargs: Any) -> None:
+        try:
+            self._on_resend()
+        except Exception:
+            LOG.exception('Answering resend_gpu_state failed')
+
+
+class SchedulerStateServer(_RpcServer):
+    """Receives agents' GPU state inside one nova-scheduler process.
+
+    :param conf: a ConfigOpts with ``[gpu_scheduler]`` registered
+        (``gpu_nova_ext.conf.register_nova_opts`` is applied here) and
+        oslo.messaging's ``transport_url`` (Nova's CONF in nova-scheduler).
+    :param cache: the object whose ``update(payload) -> bool`` validates
+        and ingests a payload (``GpuStateCache``).
+    """
+
+    def __init__(self, conf: cfg.ConfigOpts, cache: StateSink) -> None:
+        gconf.register_nova_opts(conf)
+        super().__init__(conf, conf.gpu_scheduler.state_topic,
+                         SchedulerStateEndpoint(cache), 'GPU state server')
+        self._agent_topic = conf.gpu_scheduler.agent_topic
+
+    def start(self, wait: float = START_WAIT) -> None:
+        """Listen on the state topic, then ask every agent to resend.
+
+        Normally returns once the fanout queue is bound and the request
+        sent, so no answer is missed.  With the message bus unreachable it
+        returns after ``wait`` seconds and does both once the bus is back.
+        Idempotent while running.
+        """
+        self._start(wait, self._ask_resend)
+
+    def _ask_resend(self, transport: messaging.Transport) -> None:
+        client = messaging.get_rpc_client(
+            transport,
+            messaging.Target(topic=self._agent_topic, fanout=True,
+                             version=RPC_API_VERSION),
+            retry=CAST_RETRY)
+        if _cast(client, 'resend_gpu_state'):
+            LOG.debug('Asked agents on topic %s to resend GPU state',
+                      self._agent_topic)
+
+    def stop(self) -> None:
+        """Stop listening and wait for in-flight messages; idempotent."""
+        self._stop()
+
+
+class AgentStateClient(_RpcServer):
+    """The agent's side: casts state, answers resend requests.
+
+    :param conf: a ConfigOpts with ``[agent]`` registered
+        (``gpu_nova_ext.conf.register_agent_opts``) and ``transport_url``.
+    :param on_resend: called (in an RPC worker thread) when a scheduler
+        asks for state; it should only wake the agent loop, which then
+        calls :meth:`cast_state`.
+    """
+
+    def __init__(self, conf: cfg.ConfigOpts,
+                 on_resend: Callable[[], None]) -> None:
+        super().__init__(conf, conf.agent.agent_topic,
+                         AgentStateEndpoint(on_resend),
+                         'GPU agent resend listener')
+        self._scheduler_topic = conf.agent.scheduler_topic
+        self._client_lock = threading.Lock()
+        self._client = None
+        self._client_transport = None
+        self._client_pid = None
+
+    def start(self, wait: float = START_WAIT) -> None:
+        """Listen (fanout) on the agent topic for ``resend_gpu_state``.
+
+        With the message bus unreachable, returns after ``wait`` seconds
+        and listens once the bus is back.  Idempotent while running.
+        """
+        self._start(wait)
+
+    def _get_client(self) -> messaging.RPCClient:
+        with self._client_lock:
+            if self._client is None or self._client_pid != os.getpid():
+                # Its own transport: casting does not depend on the
+                # listener (works before start(), and while it connects).
+                self._client_transport = _transport(self._conf)
+                self._client = messaging.get_rpc_client(
+                    self._client_transport,
+                    messaging.Target(topic=self._scheduler_topic,
+                                     fanout=True, version=RPC_API_VERSION),
+                    retry=CAST_RETRY)
+                self._client_pid = os.getpid()
+            return self._client
+
+    def cast_state(self, payload: dict) -> bool:
+        """Fanout-cast ``update_gpu_state(state=payload)`` to schedulers.
+
+        Never raises for a broker problem: logs and returns False (the
+        next cycle casts again; oslo.messaging reconnects).
+        """
+        try:
+            client = self._get_client()
+        except Exception as exc:
+            LOG.warning('Could not reach the message bus to cast GPU state: '
+                        '%s', exc)
+            return False
+        return _cast(client, 'update_gpu_state', state=payload)
+
+    def stop(self) -> None:
+        """Stop the listener and release the transports; idempotent."""
+        try:
+            self._stop()
+        finally:
+            with self._client_lock:
+                transport = self._client_transport
+                self._client = self._client_transport = None
+                if transport is not None and self._client_pid == os.getpid():
+                    _cleanup(transport, self._conf)

@@ -1,0 +1,298 @@
+"""The state channel in one process over a real RabbitMQ.
+
+The real GpuStateCache (validation included) behind the real RPC server,
+fed by AgentStateClient casts: 1 000 fuzzed malformed payloads among valid
+updates, odd RPC messages, staleness, ordering, resend fanout.
+"""
+import copy
+import random
+import threading
+import time
+
+import testtools
+
+from gpu_nova_ext.state import cache as state_cache
+from gpu_nova_ext.state import rpc
+from gpu_nova_ext.tests.functional.state import support
+
+VICTIMS = ('cmp-a', 'cmp-b', 'cmp-c')
+FUZZ_COUNT = 1000
+WAIT = 30.0
+
+
+class CountingSink:
+    """The cache behind the server, recording each ingestion's verdict."""
+
+    def __init__(self, cache):
+        self.cache = cache
+        self.lock = threading.Lock()
+        self.accepted = []
+        self.rejected = 0
+
+    def update(self, payload):
+        ok = self.cache.update(payload)
+        with self.lock:
+            if ok:
+                self.accepted.append(payload)
+            else:
+                self.rejected += 1
+        return ok
+
+    def seen(self):
+        with self.lock:
+            return len(self.accepted) + self.rejected
+
+
+def _set(path):
+    def mutate(p, value):
+        target = p
+        for key in path[:-1]:
+            target = target[key]
+        target[path[-1]] = value
+    return mutate
+
+
+def _delete(path):
+    def mutate(p, _value):
+        target = p
+        for key in path[:-1]:
+            target = target[key]
+        del target[path[-1]]
+    return mutate
+
+
+HUGE = 'x' * (1024 * 1024 + 1)
+G = ('gpus', 0)
+
+# (what, mutation, values): each value applied to a valid payload makes
+# it malformed.
+MUTATIONS = [
+    ('unknown version', _set(('version',)),
+     ['2.0', '1.1', '0.9', '', None, 1.0, 1, 'v1', '1.0 ', ['1.0']]),
+    ('missing key', _delete(('version',)), [None]),
+    ('missing key', _delete(('host',)), [None]),
+    ('missing key', _delete(('generated_at',)), [None]),
+    ('missing key', _delete(('gpus',)), [None]),
+    ('missing key', _delete(G + ('pci_address',)), [None]),
+    ('missing key', _delete(G + ('provider_uuids',)), [None]),
+    ('missing key', _delete(G + ('health',)), [None]),
+    ('missing key', _delete(G + ('health', 'state')), [None]),
+    ('wrong type', _set(('host',)), [123, None, [], {}, True, 1.5, '']),
+    ('wrong type', _set(('generated_at',)),
+     ['now', None, [], {}, True, '1764430000.0']),
+    ('wrong type', _set(('gpus',)), [{}, 'gpus', None, 7, True]),
+    ('wrong type', _set(('nodename',)), [5, [], {}]),
+    ('wrong type', _set(('root_provider_uuid',)), [5, ['x']]),
+    ('wrong type', _set(('agent_mode',)), ['sideways', 3, []]),
+    ('wrong type', _set(G), ['gpu', 5, None, [], True]),
+    ('wrong type', _set(G + ('pci_address',)), [5, None, [], '']),
+    ('wrong type', _set(G + ('provider_uuids',)),
+     ['abc', [1], None, {}, [None]]),
+    ('wrong type', _set(G + ('vfs',)), ['0000:3b:00.1', [7]]),
+    ('wrong type', _set(G + ('memory_mib',)),
+     ['80GB', 1.5, True, [], {}]),
+    ('wrong type', _set(G + ('numa_node',)), ['0', 0.5, False]),
+    ('wrong type', _set(G + ('model',)), [7, ['A100'], {}]),
+    ('wrong type', _set(G + ('vgpu_types',)), [{}, ['x'], 'nvidia-471']),
+    ('wrong type', _set(G + ('vgpu_types', 0, 'id')), [None, 471, '']),
+    ('wrong type', _set(G + ('vgpu_types', 0, 'available')),
+     ['8', 2.5, True]),
+    ('wrong type', _set(G + ('mig',)), ['yes', [], 1]),
+    ('wrong type', _set(G + ('mig', 'capable')), ['yes', 1]),
+    ('wrong type', _set(G + ('health',)), ['ok', None, [], 0]),
+    ('wrong type', _set(G + ('health', 'state')),
+     ['on fire', 'HEALTHY', None, 0, '']),
+    ('wrong type', _set(G + ('health', 'reasons')), ['x', [1], {}]),
+    ('wrong type', _set(G + ('metrics',)), [[], 'hot', 3]),
+    ('wrong type', _set(G + ('metrics', 'temperature_c')),
+     ['hot', [], True]),
+    ('wrong type', _set(G + ('driver_version',)), ['abc', '550.x', 550]),
+    ('wrong type', _set(G + ('cuda_cc',)), ['eight', '8', 8.0, '8.0.1']),
+    ('wrong type', _set(G + ('assigned',)), ['no', 1]),
+    ('negative number', _set(('generated_at',)), [-1, -1764430000.0]),
+    ('negative number', _set(G + ('memory_mib',)), [-1, -81920]),
+    ('negative number', _set(G + ('numa_node',)), [-2, -100]),
+    ('negative number', _set(G + ('vgpu_types', 0, 'available')), [-1]),
+    ('negative number', _set(G + ('vgpu_types', 0, 'max')), [-8]),
+    ('negative number', _set(G + ('vgpu_types', 0, 'framebuffer_mib')),
+     [-10240]),
+    ('out of range', _set(G + ('metrics', 'utilization_pct')),
+     [-5, 100.5, 1e9]),
+    ('negative number', _set(G + ('metrics', 'memory_used_mib')), [-1]),
+    ('negative number', _set(G + ('metrics', 'power_w')), [-72.4]),
+    ('out of range', _set(G + ('metrics', 'temperature_c')), [-273, 5000]),
+    ('not finite', _set(('generated_at',)),
+     [float('nan'), float('inf')]),
+    ('not finite', _set(G + ('metrics', 'power_w')), [float('inf')]),
+    ('huge string', _set(('host',)), [HUGE, 'h' * 256]),
+    ('huge string', _set(G + ('model',)), [HUGE, 'M' * 1000]),
+    ('huge string', _set(G + ('health', 'reasons')),
+     [[HUGE], ['r' * 300]]),
+    ('huge string', _set(G + ('vgpu_types', 0, 'name')), ['n' * 256]),
+    ('too many', _set(G + ('health', 'reasons')), [['r'] * 65]),
+    ('too many', _set(G + ('provider_uuids',)), [['p'] * 257]),
+]
+
+
+def fuzz_payloads(count: int, seed: int = 6):
+    """``count`` malformed payloads, each claiming a victim host's name."""
+    rng = random.Random(seed)
+    flat = [(what, mutate, value) for what, mutate, values in MUTATIONS
+            for value in values]
+    not_dicts = [[], 'state', 42, None, True, 3.5, [{'host': 'cmp-a'}]]
+    huge_left = 8   # payloads over 1 MiB cost broker time: a few suffice
+    out = []
+    while len(out) < count:
+        roll = rng.random()
+        base = support.payload(rng.choice(VICTIMS), gpus=rng.choice([1, 8]),
+                               generated_at=time.time() + 1)
+        if roll < 0.05:
+            out.append(('not an object', rng.choice(not_dicts)))
+            continue
+        if roll < 0.08:
+            base['gpus'] = [support.gpu(i) for i in range(65)]
+            out.append(('more than max_gpus_per_host GPUs', base))
+            continue
+        if roll < 0.10:
+            base['gpus'].append(copy.deepcopy(base['gpus'][0]))
+            out.append(('duplicate pci_address', base))
+            continue
+        what, mutate, value = flat[rng.randrange(len(flat))]
+        if value is HUGE or value == [HUGE]:
+            if not huge_left:
+                continue
+            huge_left -= 1
+        mutate(base, copy.deepcopy(value))
+        # Unknown fields are allowed: tag it to name it in a failure.
+        if isinstance(base, dict):
+            base['fuzz'] = '%s: %r' % (what, value)[:200]
+        out.append((what, base))
+    return out
+
+
+class TestStateChannel(testtools.TestCase):
+    """Real cache, real server, real casts, one process."""
+
+    def setUp(self):
+        super().setUp()
+        support.require_broker(self)
+        self.useFixture(support.BrokerInUse())
+        self.topics = support.topics()
+
+    def _conf(self, **gpu_scheduler):
+        return support.make_conf(**self.topics, **gpu_scheduler)
+
+    def _server(self, conf, sink):
+        server = rpc.SchedulerStateServer(conf, sink)
+        server.start()
+        self.addCleanup(server.stop)
+        self.assertTrue(server.running)
+        return server
+
+    def _agent(self, conf, on_resend=lambda: None):
+        agent = rpc.AgentStateClient(conf, on_resend)
+        agent.start()
+        self.addCleanup(agent.stop)
+        return agent
+
+    def test_fuzzed_payloads_rejected_valid_updates_flow(self):
+        conf = self._conf()
+        cache = state_cache.GpuStateCache(conf)
+        sink = CountingSink(cache)
+        self._server(conf, sink)
+        agent = self._agent(conf)
+        fuzz = fuzz_payloads(FUZZ_COUNT)
+        self.assertEqual(FUZZ_COUNT, len(fuzz))
+        latest = {}
+        valid_sent = 0
+        for i, (_what, bad) in enumerate(fuzz):
+            if i % 25 == 0:
+                # Valid updates keep flowing among the garbage.
+                for host in VICTIMS:
+                    good = support.payload(host)
+                    latest[host] = good
+                    self.assertTrue(agent.cast_state(good))
+                    valid_sent += 1
+            self.assertTrue(agent.cast_state(bad))
+        for host in VICTIMS:
+            good = support.payload(host)
+            latest[host] = good
+            self.assertTrue(agent.cast_state(good))
+            valid_sent += 1
+        total = FUZZ_COUNT + valid_sent
+        support.wait_for(lambda: sink.seen() >= total, WAIT)
+        holes = [p.get('fuzz') for p in sink.accepted if 'fuzz' in p]
+        self.assertEqual([], holes, 'malformed payloads were accepted')
+        self.assertEqual(total, sink.seen())
+        self.assertEqual(FUZZ_COUNT, sink.rejected)
+        self.assertEqual(valid_sent, len(sink.accepted))
+        # Only the victims have state, each its last valid payload.
+        self.assertEqual(sorted(VICTIMS), cache.hosts())
+        for host in VICTIMS:
+            self.assertEqual(latest[host], cache.get(host))
+
+    def test_odd_rpc_messages_do_not_break_the_server(self):
+        conf = self._conf()
+        cache = state_cache.GpuStateCache(conf)
+        sink = CountingSink(cache)
+        self._server(conf, sink)
+        agent = self._agent(conf)
+        transport = rpc._transport(conf)
+        self.addCleanup(transport.cleanup)
+        raw = rpc.messaging.get_rpc_client(
+            transport, rpc.messaging.Target(
+                topic=self.topics['state_topic'], fanout=True))
+        raw.cast({}, 'update_gpu_state')                       # no state
+        raw.cast({}, 'update_gpu_state', state=None, extra=1)  # 1.x extra
+        raw.cast({}, 'no_such_method', state={})
+        raw.prepare(version='2.0').cast({}, 'update_gpu_state',
+                                        state=support.payload('cmp-x'))
+        good = support.payload('cmp-a')
+        self.assertTrue(agent.cast_state(good))
+        self.assertTrue(support.wait_for(lambda: cache.get('cmp-a'), WAIT))
+        self.assertEqual(good, cache.get('cmp-a'))
+        # The two update_gpu_state casts of version 1.0 were rejected; the
+        # unknown method and the 2.0 message never reached the cache.
+        self.assertEqual(2, sink.rejected)
+        self.assertIsNone(cache.get('cmp-x'))
+
+    def test_stale_state_counts_as_missing(self):
+        conf = self._conf(state_ttl=1.0)
+        cache = state_cache.GpuStateCache(conf)
+        self._server(conf, cache)
+        agent = self._agent(conf)
+        self.assertTrue(agent.cast_state(support.payload('cmp-a')))
+        self.assertTrue(support.wait_for(lambda: cache.hosts(), WAIT))
+        seen = time.monotonic()
+        self.assertEqual(['cmp-a'], cache.hosts())
+        gone = support.wait_for(lambda: cache.get('cmp-a') is None, 5.0)
+        self.assertTrue(gone, 'state outlived state_ttl')
+        self.assertGreater(time.monotonic() - seen, 0.5)
+        self.assertEqual([], cache.hosts())
+        # A new cast makes the host live again.
+        self.assertTrue(agent.cast_state(support.payload('cmp-a')))
+        self.assertTrue(support.wait_for(lambda: cache.hosts(), WAIT))
+
+    def test_older_generated_at_never_replaces_newer(self):
+        conf = self._conf()
+        cache = state_cache.GpuStateCache(conf)
+        sink = CountingSink(cache)
+        self._server(conf, sink)
+        agent = self._agent(conf)
+        now = time.time()
+        newer = support.payload('cmp-a', generated_at=now)
+        older = support.payload('cmp-a', generated_at=now - 10)
+        self.assertTrue(agent.cast_state(newer))
+        self.assertTrue(agent.cast_state(older))
+        support.wait_for(lambda: sink.seen() >= 2, WAIT)
+        self.assertEqual(newer, cache.get('cmp-a'))
+
+    def test_resend_request_reaches_every_agent(self):
+        conf = self._conf()
+        asked = [threading.Event() for _ in range(3)]
+        for event in asked:
+            self._agent(conf, event.set)
+        cache = state_cache.GpuStateCache(conf)
+        self._server(conf, cache)
+        for event in asked:
+            self.assertTrue(event.wait(WAIT))

@@ -1,0 +1,249 @@
+"""The state channel between separate processes over a real RabbitMQ.
+
+Three agents and two scheduler caches (the real GpuStateCache and its RPC
+server), each in its own process (see ``stateproc``); a scheduler started
+late; and the broker restarted under them.
+"""
+import json
+import os
+import queue
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import testtools
+from testtools import content
+
+from gpu_nova_ext.tests.functional.state import support
+
+AGENTS = ('cmp-1', 'cmp-2', 'cmp-3')
+# Slack for a loaded CI machine; on loopback a round trip takes
+# milliseconds.
+ROUND_TRIP = 2.0
+START_TIMEOUT = 60.0
+
+
+class Proc:
+    """A stateproc child: JSON lines out, commands in."""
+
+    def __init__(self, name: str, role: str, topics: dict, logdir: str,
+                 *extra: str) -> None:
+        self.name = name
+        self.done = False
+        self.log_path = os.path.join(logdir, name + '.log')
+        self._log = open(self.log_path, 'w')
+        self.popen = subprocess.Popen(
+            [sys.executable, '-m',
+             'gpu_nova_ext.tests.functional.state.stateproc', role,
+             '--state-topic', topics['state_topic'],
+             '--agent-topic', topics['agent_topic'],
+             '--exchange', topics['exchange'],
+             '--host', name, *extra],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=self._log, text=True, bufsize=1)
+        self._lines = queue.Queue()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for line in self.popen.stdout:
+            self._lines.put(line)
+        self._lines.put(None)
+
+    def _tail(self) -> str:
+        self._log.flush()
+        with open(self.log_path) as handle:
+            return handle.read()[-3000:]
+
+    def read(self, timeout: float) -> dict:
+        try:
+            line = self._lines.get(timeout=timeout)
+        except queue.Empty:
+            line = None
+            why = 'no answer within %ss' % timeout
+        else:
+            why = 'it exited (rc %s)' % self.popen.poll()
+        if line is None:
+            raise AssertionError('%s: %s. Its log:\n%s'
+                                 % (self.name, why, self._tail()))
+        return json.loads(line)
+
+    def send(self, command: str) -> None:
+        self.popen.stdin.write(command + '\n')
+        self.popen.stdin.flush()
+
+    def ask(self, command: str, timeout: float = 30.0) -> dict:
+        self.send(command)
+        return self.read(timeout)
+
+    def send_quit(self) -> None:
+        self.done = True
+        try:
+            self.popen.stdin.write('quit\n')
+            self.popen.stdin.flush()
+        except (OSError, ValueError):
+            pass
+
+    def quit(self) -> dict | None:
+        """Stop the process; its answer (how long stopping took)."""
+        if not self.done:
+            self.send_quit()
+        try:
+            answer = self.read(20)
+        except (AssertionError, ValueError):
+            answer = None
+        try:
+            self.popen.wait(10)
+        except subprocess.TimeoutExpired:
+            self.popen.kill()
+            self.popen.wait()
+        self._log.close()
+        return answer
+
+
+class TestStateChannelProcesses(testtools.TestCase):
+    """Three agents, two scheduler caches, one RabbitMQ."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.topics = support.topics()
+        cls.logdir = tempfile.mkdtemp(prefix='gne-state-')
+        cls.procs = []
+        if not support.broker_listening():
+            # Every test fails in setUp with the reason.
+            return
+        cls.agents = [cls._spawn(name, 'agent') for name in AGENTS]
+        for agent in cls.agents:
+            agent.read(START_TIMEOUT)
+        cls.schedulers = [cls._spawn(name, 'scheduler')
+                          for name in ('sched-a', 'sched-b')]
+        for scheduler in cls.schedulers:
+            scheduler.read(START_TIMEOUT)
+
+    @classmethod
+    def _spawn(cls, name, role, *extra):
+        proc = Proc(name, role, cls.topics, cls.logdir, *extra)
+        cls.procs.append(proc)
+        return proc
+
+    @classmethod
+    def tearDownClass(cls):
+        running = [p for p in cls.procs if not p.done]
+        for proc in running:
+            proc.send_quit()
+        for proc in running:
+            proc.quit()
+        super().tearDownClass()
+
+    def setUp(self):
+        super().setUp()
+        support.require_broker(self)
+        for proc in self.procs:
+            if not proc.done:
+                self.assertIsNone(proc.popen.poll(), '%s died; log in %s'
+                                  % (proc.name, proc.log_path))
+
+    def _hosts(self, scheduler) -> dict:
+        return scheduler.ask('hosts')['hosts']
+
+    def _wait_all_newer(self, schedulers, since: float, timeout: float,
+                        cast: bool = False) -> float:
+        """Seconds until every cache holds every host newer than since."""
+        started = time.monotonic()
+        deadline = started + timeout
+        while True:
+            missing = {}
+            for scheduler in schedulers:
+                hosts = self._hosts(scheduler)
+                late = [h for h in AGENTS if hosts.get(h, 0) <= since]
+                if late:
+                    missing[scheduler.name] = late
+            if not missing:
+                return time.monotonic() - started
+            if time.monotonic() >= deadline:
+                self.fail('after %.1fs these caches still lack fresh state '
+                          'of these hosts: %s (logs in %s)'
+                          % (timeout, missing, self.logdir))
+            if cast:
+                for agent in self.agents:
+                    agent.ask('cast')
+            time.sleep(0.2)
+
+    def test_every_cache_sees_every_host(self):
+        # Initial state came from the resend the schedulers asked for.
+        self._wait_all_newer(self.schedulers, 0, ROUND_TRIP)
+        # One cast from each agent reaches both caches (fanout).
+        before = time.time()
+        for agent in self.agents:
+            self.assertEqual({'cast': True}, agent.ask('cast'))
+        took = self._wait_all_newer(self.schedulers, before, ROUND_TRIP)
+        self.assertLess(took, ROUND_TRIP)
+
+    def test_late_cache_gets_full_state_within_one_round_trip(self):
+        resends = [a.ask('stats')['resends'] for a in self.agents]
+        # The agents cast only every hour: nothing but the late cache's
+        # resend_gpu_state can bring it their state now.
+        late = self._spawn('sched-late', 'scheduler')
+        ready = late.read(START_TIMEOUT)
+        self.assertTrue(ready['ready'])
+        took = self._wait_all_newer([late], 0, ROUND_TRIP)
+        self.assertLess(took, ROUND_TRIP)
+        for agent, before in zip(self.agents, resends):
+            self.assertEqual(before + 1, agent.ask('stats')['resends'])
+        stopped = late.quit()
+        self.assertIsNotNone(stopped)
+        self.assertLess(stopped['stopped'], 3.0)
+
+    def test_each_forked_scheduler_worker_gets_full_state(self):
+        # The parent forks two workers before the cache's listener ran,
+        # as nova-scheduler does; each worker starts its own (native
+        # threads) on first use and gets every host via resend.
+        workers = self._spawn('sched-workers', 'workers',
+                              '--expect', ','.join(AGENTS))
+        answers = [workers.read(START_TIMEOUT) for _ in range(3)]
+        workers.done = True
+        self.assertEqual(0, workers.popen.wait(30))
+        reports = [a for a in answers if 'worker' in a]
+        self.assertEqual(2, len({r['worker'] for r in reports}))
+        for report in reports:
+            self.assertTrue(report['started'])
+            self.assertEqual(sorted(AGENTS), report['hosts'])
+        final = answers[-1]
+        self.assertEqual([0, 0], final['exit_codes'])
+        self.assertFalse(final['parent_started'])
+
+    def test_broker_restart_both_sides_recover(self):
+        self.useFixture(support.BrokerInUse(exclusive=True))
+        self._wait_all_newer(self.schedulers, 0, ROUND_TRIP)
+        support.rabbitmqctl('stop_app')
+        try:
+            self.assertFalse(support.broker_listening())
+            # The broker is gone: the agents' casts fail, logged, without
+            # raising into their loop or blocking it for long.
+            started = time.monotonic()
+            for agent in self.agents:
+                agent.send('cast')
+            for agent in self.agents:
+                self.assertEqual({'cast': False}, agent.read(30))
+            outage_cast = time.monotonic() - started
+            self.assertLess(outage_cast, 10.0)
+        finally:
+            support.rabbitmqctl('start_app')
+            support.rabbitmqctl('await_startup')
+        back = time.time()
+        # Nothing was restarted: fresh state flows again once both sides
+        # have reconnected on their own.
+        took = self._wait_all_newer(self.schedulers, back, 60.0, cast=True)
+        self.addDetail('recovery_s', content.text_content(
+            '%.2f' % took))
+        for proc in self.agents + self.schedulers:
+            self.assertIsNone(proc.popen.poll(), proc.name)
+        # The agents' resend listeners reconnected too: a scheduler that
+        # starts now still gets full state at once.
+        late = self._spawn('sched-after-restart', 'scheduler')
+        late.read(START_TIMEOUT)
+        self._wait_all_newer([late], 0, ROUND_TRIP)
+        late.quit()
