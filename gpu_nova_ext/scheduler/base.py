@@ -19,6 +19,7 @@ Nova-loaded code: registers our option groups on nova.conf.CONF, imports
 neither the agent nor the inventory sources, does no I/O per host.
 """
 import dataclasses
+import itertools
 import threading
 from typing import Any
 
@@ -109,19 +110,38 @@ def candidate_gpus(record: state_cache.HostRecord, host_state: Any) -> list:
 
 _memo_keys: dict = {}
 _memo_keys_lock = threading.Lock()
+_key_ids = itertools.count()
+# memo key -> {fact or interned fact set: verdict}: a verdict on GPU facts
+# is a pure function of the facts and the constraint, valid across
+# requests and hosts (a new payload brings new fact sets, not new verdicts)
+_fact_verdicts: dict[int, dict] = {}
+MEMO_KEYS_LIMIT = 4096
 
 
 def memo_key(*parts) -> int:
     """A small int standing for ``parts`` (a filter and its constraint).
 
-    Host records' memo dicts are keyed by it: an int hashes at once, a
-    constraint tuple would be hashed again on every lookup.
+    Memo dicts are keyed by it: an int hashes at once, a constraint tuple
+    would be hashed again on every lookup.  Ids are never reused, so
+    dropping the table (past MEMO_KEYS_LIMIT constraints) only costs
+    recomputation.
     """
     key = _memo_keys.get(parts)
     if key is None:
         with _memo_keys_lock:
-            key = _memo_keys.setdefault(parts, len(_memo_keys))
+            if len(_memo_keys) >= MEMO_KEYS_LIMIT:
+                _memo_keys.clear()
+                _fact_verdicts.clear()
+            key = _memo_keys.setdefault(parts, next(_key_ids))
     return key
+
+
+def fact_verdicts(key: int) -> dict:
+    """The cross-request fact -> verdict memo of one memo key."""
+    verdicts = _fact_verdicts.get(key)
+    if verdicts is None:
+        verdicts = _fact_verdicts.setdefault(key, {})
+    return verdicts
 
 
 _missing_lock = threading.Lock()
@@ -228,10 +248,11 @@ class GpuFilter(filters.BaseHostFilter, filters.CandidateFilterMixin):
             failing = []
             passing = False
             for fact, providers in groups.items():
-                ok = facts_memo.get(fact)
+                # (fact,): one GPU's fact, never equal to a fact set
+                ok = facts_memo.get((fact,))
                 if ok is None:
-                    ok = facts_memo[fact] = self.fact_passes(fact,
-                                                             constraint)
+                    ok = facts_memo[(fact,)] = self.fact_passes(fact,
+                                                                constraint)
                 if ok:
                     passing = True
                 else:
@@ -262,7 +283,8 @@ class GpuFilter(filters.BaseHostFilter, filters.CandidateFilterMixin):
         oldest = ctx.oldest
         maybe = ctx.request.kind == MAYBE
         key = memo_key(name, constraint)
-        facts_memo = {}
+        facts_memo = fact_verdicts(key)
+        family = self.FAMILY
         passed = []
         for host_state in host_states:
             record = lookup(host_state, oldest)
@@ -281,13 +303,19 @@ class GpuFilter(filters.BaseHostFilter, filters.CandidateFilterMixin):
             if maybe and not draws_gpu(record, host_state):
                 passed.append(host_state)
                 continue
-            memo = record.memo
-            verdict = memo.get(key)
+            # hosts whose GPUs have the same facts share a verdict; a
+            # host whose GPUs differ has its failing providers memoized
+            verdict = (facts_memo.get(record.fact_sets.get(family))
+                       if family is not None else None)
             if verdict is None:
-                verdict = self._verdict(record, constraint, facts_memo)
-                if len(memo) >= MEMO_LIMIT:
-                    memo.clear()
-                memo[key] = verdict
+                memo = record.memo
+                verdict = memo.get(key)
+                if verdict is None:
+                    verdict = self._verdict(record, constraint, facts_memo)
+                    if verdict.__class__ is frozenset or family is None:
+                        if len(memo) >= MEMO_LIMIT:
+                            memo.clear()
+                        memo[key] = verdict
             if verdict is True:
                 passed.append(host_state)
             elif verdict is False:
