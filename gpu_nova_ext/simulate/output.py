@@ -33,7 +33,7 @@ def _why(server: runner.ServerResult) -> str:
     the runner-up's, largest first.
     """
     if server.runner_up is None:
-        return 'only host that passed the filters'
+        return 'only host left after Placement and the filters'
     diff = {}
     for name in set(server.weights) | set(server.runner_up_weights):
         delta = (server.weights.get(name, 0.0) -

@@ -343,9 +343,9 @@ def _nova_conf(check: _Checker, value: Any) -> dict[str, dict[str, Any]]:
 
 def _host(check: _Checker, item: Any, entry: str, base: str) -> Host:
     item = check.mapping(item, entry)
-    check.keys(item, HOST_KEYS, entry)
     name = check.string(check.required(item, 'name', entry), entry + '.name')
     entry = '%s (%s)' % (entry, name)
+    check.keys(item, HOST_KEYS, entry)
     if ('libvirt_xml' in item) == ('libvirt_xml_inline' in item):
         raise check.fail(entry, 'give exactly one of libvirt_xml (a file, '
                          'relative to the scenario) or libvirt_xml_inline')
@@ -444,9 +444,9 @@ def _gpu_facts(check: _Checker, facts: Any, address: str,
 
 def _flavor(check: _Checker, item: Any, entry: str) -> Flavor:
     item = check.mapping(item, entry)
-    check.keys(item, FLAVOR_KEYS, entry)
     name = check.string(check.required(item, 'name', entry), entry + '.name')
     entry = '%s (%s)' % (entry, name)
+    check.keys(item, FLAVOR_KEYS, entry)
     specs = check.mapping(item.get('extra_specs') or {},
                           entry + '.extra_specs')
     extra = {}
