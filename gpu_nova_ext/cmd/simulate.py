@@ -46,14 +46,28 @@ def _logs_to_stderr() -> None:
 
 def run(args, conf) -> int:
     _logs_to_stderr()
-    if not conf.debug:
-        # Nova, Placement and the agent log each step at INFO; the
-        # progress lines say what matters here.
-        std_logging.getLogger().setLevel(std_logging.WARNING)
-        warnings.simplefilter('ignore', DeprecationWarning)
-        # futurist imports eventlet, which warns that it is deprecated;
-        # nothing here uses eventlet
-        warnings.filterwarnings('ignore', message=r'\s*Eventlet is deprecated')
+    root = std_logging.getLogger()
+    level = root.level
+    with warnings.catch_warnings():
+        if not conf.debug:
+            # Nova, Placement and the agent log each step at INFO; the
+            # progress lines say what matters here.
+            root.setLevel(std_logging.WARNING)
+            # the embedded Placement warns when the agent reserves an
+            # unhealthy GPU that a server still uses: expected here
+            std_logging.getLogger('placement').setLevel(std_logging.ERROR)
+            warnings.simplefilter('ignore', DeprecationWarning)
+            # futurist imports eventlet, which warns that it is
+            # deprecated; nothing here uses eventlet
+            warnings.filterwarnings('ignore',
+                                    message=r'\s*Eventlet is deprecated')
+        try:
+            return _simulate(args)
+        finally:
+            root.setLevel(level)
+
+
+def _simulate(args) -> int:
     # imported here: Nova and Placement load in about a second
     from gpu_nova_ext.simulate import output
     from gpu_nova_ext.simulate import runner

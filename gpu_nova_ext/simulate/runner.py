@@ -372,6 +372,12 @@ class SimulatedHost:
             inventory, host=self.name, nodename=result.nodename,
             root_provider_uuid=result.root_provider_uuid,
             mode=self.conf.agent.mode)
+        # the providers the agent found for each GPU (nova-compute's, or
+        # its own in inventory mode)
+        for gpu in inventory.gpus:
+            for rp in gpu.provider_uuids:
+                if rp not in self.gpu_of_provider:
+                    self._add_provider(gpu.pci_address, rp)
         if not self.state_client.cast_state(self.payload):
             raise exception.GpuNovaExtException(
                 'The agent of %s could not cast its GPU state over %s.'
@@ -599,7 +605,7 @@ class Simulation:
                     usage = client.get('/resource_providers/%s/usages'
                                        % rp)['usages']
                     for rc, record in inv.items():
-                        total += record['total'] - record.get('reserved', 0)
+                        total += record['total']
                         used += usage.get(rc, 0)
                 rows.append(Occupancy(
                     host=host.name, gpu=address, model=gpu.get('model'),
