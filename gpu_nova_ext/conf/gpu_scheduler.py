@@ -82,6 +82,22 @@ Possible values:
   without it every host counts as having no GPU state and
   ``missing_state_policy`` decides.
 """),
+    cfg.FloatOpt(
+        'startup_state_wait',
+        default=3.0,
+        min=0.0,
+        help="""
+Seconds the first request a nova-scheduler process filters may wait, right
+after the state listener starts, for the agents' answers to its
+``resend_gpu_state`` cast.  The wait ends as soon as answers stop arriving
+for a quarter of a second, so it costs little; without it the first GPU
+request after a start would find no GPU state.  0 does not wait.
+
+Related options:
+
+* ``state_listener``
+* ``missing_state_policy``
+"""),
     cfg.IntOpt(
         'max_payload_bytes',
         default=1048576,

@@ -73,7 +73,13 @@ def request_context(spec_obj: Any) -> RequestContext:
     if (ctx is not None and ctx.cache is cache and ctx.flavor is flavor
             and now - ctx.created < CONTEXT_MAX_AGE):
         return ctx
-    cache.ensure_started(CONF)
+    if cache.ensure_started(CONF) and cache.startup_wait > 0:
+        # the first request of this process: let the agents' answers to
+        # the listener's resend request arrive before judging hosts
+        count = cache.wait_for_state(cache.startup_wait)
+        LOG.info('GPU state listener started; %d host payloads arrived '
+                 'within [gpu_scheduler] startup_state_wait', count)
+        now = cache.clock()
     group = CONF.gpu_scheduler
     req = gpu_request.from_request_spec(spec_obj)
     ctx = RequestContext(

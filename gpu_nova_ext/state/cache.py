@@ -332,6 +332,10 @@ class GpuStateCache:
         self._server = None
         self._server_pid = None
         self._start_failed_pid = None
+        # counts ingested payloads; notified on each (wait_for_state)
+        self._ingested = 0
+        self._arrived = threading.Condition()
+        self.startup_wait = 0.0
         self.ttl = _DEFAULT_TTL
         self._max_bytes = _DEFAULT_MAX_BYTES
         self._max_gpus = _DEFAULT_MAX_GPUS
@@ -346,6 +350,7 @@ class GpuStateCache:
         self._conf = conf
         group = conf.gpu_scheduler
         self.ttl = group.state_ttl
+        self.startup_wait = group.startup_state_wait
         self._max_bytes = group.max_payload_bytes
         self._max_gpus = group.max_gpus_per_host
 
@@ -377,25 +382,29 @@ class GpuStateCache:
     def started(self) -> bool:
         return self._server is not None and self._server_pid == os.getpid()
 
-    def ensure_started(self, conf: cfg.ConfigOpts) -> None:
+    def ensure_started(self, conf: cfg.ConfigOpts) -> bool:
         """What filters and weighers call on each request; never raises.
 
         Applies ``conf`` and, when ``[gpu_scheduler] state_listener`` is
-        True, starts the listener once per process.  A failure is logged
-        once (per process) and not retried: the plugins then see no live
-        state and ``missing_state_policy`` decides.
+        True, starts the listener once per process.  Returns True when
+        this call started it (the caller may then :meth:`wait_for_state`
+        for the agents' answers to the listener's resend request, as the
+        plugins do for ``[gpu_scheduler] startup_state_wait``).  A failure
+        is logged once (per process) and not retried: the plugins then
+        see no live state and ``missing_state_policy`` decides.
         """
         pid = os.getpid()
         if self._server is not None and self._server_pid == pid:
-            return
+            return False
         try:
             if self._conf is not conf:
                 self.configure(conf)
             if not conf.gpu_scheduler.state_listener:
-                return
+                return False
             if self._start_failed_pid == pid:
-                return
+                return False
             self.start(conf)
+            return True
         except Exception as exc:
             if self._start_failed_pid != pid:
                 self._start_failed_pid = pid
@@ -403,6 +412,30 @@ class GpuStateCache:
                           'filters and weighers run without live GPU state '
                           'until nova-scheduler restarts. Check '
                           'transport_url and [gpu_scheduler].', exc)
+            return False
+
+    def wait_for_state(self, timeout: float, quiet: float = 0.25) -> int:
+        """Block while payloads keep arriving; return how many arrived.
+
+        Returns ``quiet`` seconds after the last payload that arrived
+        during the call (at least one must arrive), or after ``timeout``
+        seconds.  Real time, not the injectable clock.
+        """
+        start = self._ingested
+        deadline = time.monotonic() + timeout
+        with self._arrived:
+            while True:
+                now = time.monotonic()
+                if now >= deadline:
+                    break
+                seen = self._ingested
+                if seen == start:
+                    self._arrived.wait(deadline - now)
+                    continue
+                self._arrived.wait(min(quiet, deadline - now))
+                if self._ingested == seen:
+                    break
+        return self._ingested - start
 
     # -- ingestion -------------------------------------------------------
 
@@ -443,6 +476,9 @@ class GpuStateCache:
             for name in record.names():
                 self._index[name] = record
             self._providers.update(record.by_provider)
+        with self._arrived:
+            self._ingested += 1
+            self._arrived.notify_all()
         return True
 
     def remove(self, host: str) -> None:

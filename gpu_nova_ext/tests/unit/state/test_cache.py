@@ -1,6 +1,8 @@
 """The scheduler-side GPU state cache."""
 import logging
 import os
+import threading
+import time
 
 import fixtures
 from oslo_config import cfg
@@ -139,6 +141,33 @@ class TestCache(testtools.TestCase):
             no.rp_uuid('a', no.pci(0))))
 
 
+class TestWaitForState(testtools.TestCase):
+
+    def test_returns_when_payloads_stop_arriving(self):
+        cache = state_cache.GpuStateCache()
+
+        def agents():
+            for i in range(3):
+                time.sleep(0.05)
+                cache.update(no.payload('h%d' % i, [no.gpu_state('h', 0)]))
+
+        thread = threading.Thread(target=agents)
+        start = time.monotonic()
+        thread.start()
+        count = cache.wait_for_state(5.0, quiet=0.2)
+        elapsed = time.monotonic() - start
+        thread.join()
+        self.assertEqual(3, count)
+        self.assertLess(elapsed, 2.0)
+        self.assertGreaterEqual(elapsed, 0.3)
+
+    def test_times_out_without_payloads(self):
+        cache = state_cache.GpuStateCache()
+        start = time.monotonic()
+        self.assertEqual(0, cache.wait_for_state(0.2))
+        self.assertGreaterEqual(time.monotonic() - start, 0.2)
+
+
 class TestSingletonAndListener(testtools.TestCase):
 
     def setUp(self):
@@ -181,8 +210,8 @@ class TestSingletonAndListener(testtools.TestCase):
         # a transport driver that does not exist: the RPC layer fails
         conf = self._conf(transport_url='nosuchdriver://')
         cache = state_cache.get_cache()
-        cache.ensure_started(conf)
-        cache.ensure_started(conf)
+        self.assertFalse(cache.ensure_started(conf))
+        self.assertFalse(cache.ensure_started(conf))
         self.assertFalse(cache.started)
         self.assertEqual(1, self.log.output.count(
             'GPU state listener could not start'))
@@ -190,10 +219,10 @@ class TestSingletonAndListener(testtools.TestCase):
     def test_start_stop_on_fake_transport(self):
         conf = self._conf(transport_url='fake:/')
         cache = state_cache.get_cache()
-        cache.ensure_started(conf)
+        self.assertTrue(cache.ensure_started(conf))
         self.assertTrue(cache.started)
         server = cache._server
-        cache.ensure_started(conf)
+        self.assertFalse(cache.ensure_started(conf))
         self.assertIs(server, cache._server)
         # another process (after fork) would start its own
         cache._server_pid = os.getpid() + 1
