@@ -7,6 +7,7 @@ late; and the broker restarted under them.
 import json
 import os
 import queue
+import signal
 import subprocess
 import sys
 import tempfile
@@ -29,18 +30,19 @@ class Proc:
     """A stateproc child: JSON lines out, commands in."""
 
     def __init__(self, name: str, role: str, topics: dict, logdir: str,
-                 *extra: str) -> None:
+                 *extra: str, module: str = 'stateproc') -> None:
         self.name = name
         self.done = False
         self.log_path = os.path.join(logdir, name + '.log')
         self._log = open(self.log_path, 'w')
+        command = [sys.executable, '-m',
+                   'gpu_nova_ext.tests.functional.state.' + module]
+        if role:
+            command += [role, '--host', name]
         self.popen = subprocess.Popen(
-            [sys.executable, '-m',
-             'gpu_nova_ext.tests.functional.state.stateproc', role,
-             '--state-topic', topics['state_topic'],
-             '--agent-topic', topics['agent_topic'],
-             '--exchange', topics['exchange'],
-             '--host', name, *extra],
+            command + ['--state-topic', topics['state_topic'],
+                       '--agent-topic', topics['agent_topic'],
+                       '--exchange', topics['exchange'], *extra],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=self._log, text=True, bufsize=1)
         self._lines = queue.Queue()
@@ -124,8 +126,9 @@ class TestStateChannelProcesses(testtools.TestCase):
             scheduler.read(START_TIMEOUT)
 
     @classmethod
-    def _spawn(cls, name, role, *extra):
-        proc = Proc(name, role, cls.topics, cls.logdir, *extra)
+    def _spawn(cls, name, role, *extra, module='stateproc'):
+        proc = Proc(name, role, cls.topics, cls.logdir, *extra,
+                    module=module)
         cls.procs.append(proc)
         return proc
 
@@ -214,6 +217,23 @@ class TestStateChannelProcesses(testtools.TestCase):
         final = answers[-1]
         self.assertEqual([0, 0], final['exit_codes'])
         self.assertFalse(final['parent_started'])
+
+    def test_nova_scheduler_workers_each_get_full_state(self):
+        # nova-scheduler's own process model: native threading mode
+        # (eventlet import forbidden), Nova's CONF and rpc.init, and
+        # oslo.service forking the workers.
+        nova = self._spawn('nova-scheduler', None, '--expect',
+                           ','.join(AGENTS), module='novaworkers')
+        reports = [nova.read(START_TIMEOUT) for _ in range(2)]
+        nova.done = True
+        nova.popen.send_signal(signal.SIGTERM)
+        self.assertEqual(0, nova.popen.wait(30))
+        self.assertEqual(2, len({r['worker'] for r in reports}))
+        for report in reports:
+            self.assertTrue(report['started'])
+            self.assertTrue(report['complete'], report)
+            self.assertEqual(sorted(AGENTS), report['hosts'])
+            self.assertFalse(report['eventlet_imported'])
 
     def test_broker_restart_both_sides_recover(self):
         self.useFixture(support.BrokerInUse(exclusive=True))
