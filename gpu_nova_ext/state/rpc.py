@@ -90,6 +90,13 @@ def _transport(conf: cfg.ConfigOpts) -> messaging.Transport:
     return messaging.get_rpc_transport(conf)
 
 
+def _driver(conf: cfg.ConfigOpts) -> str | None:
+    try:
+        return messaging.TransportURL.parse(conf).transport
+    except Exception:
+        return None
+
+
 def _cleanup(transport: messaging.Transport, conf: cfg.ConfigOpts) -> None:
     """Close ``transport``'s connections.
 
@@ -97,22 +104,29 @@ def _cleanup(transport: messaging.Transport, conf: cfg.ConfigOpts) -> None:
     transport of the process (the simulator's agents and cache) and its
     cleanup empties them all; it holds no connection anyway.
     """
-    try:
-        driver = messaging.TransportURL.parse(conf).transport
-    except Exception:
-        driver = None
-    if driver != 'fake':
+    if _driver(conf) != 'fake':
         transport.cleanup()
 
 
 def _server_name(conf: cfg.ConfigOpts) -> str:
-    """A name unique to this process (and to this server in it)."""
+    """The RPC server name: this host's name.
+
+    We only ever fanout-cast, and every listener gets a fanout queue of
+    its own, so the workers of one host can share the name.  A stable
+    name matters: oslo.messaging declares a ``<topic>.<server>`` queue that
+    it never deletes, so a per-process name would leave one queue behind
+    in RabbitMQ per scheduler worker start.  The in-memory ``fake://``
+    driver delivers a fanout once per server name, so there (one process,
+    many listeners) the name is made unique.
+    """
     try:
         host = conf.host
     except cfg.NoSuchOptError:
         host = None
-    return '%s.%d.%s' % (host or socket.gethostname(), os.getpid(),
-                         uuid.uuid4().hex[:8])
+    host = host or socket.gethostname()
+    if _driver(conf) == 'fake':
+        return '%s.%d.%s' % (host, os.getpid(), uuid.uuid4().hex[:8])
+    return host
 
 
 def _cast(client: messaging.RPCClient, method: str, **kwargs) -> bool:

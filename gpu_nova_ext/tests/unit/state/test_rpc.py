@@ -178,10 +178,17 @@ class TestChannel(testtools.TestCase):
         self.assertFalse(server.running)
         self.assertLess(time.monotonic() - started, 3.0)
 
-    def test_server_names_are_unique(self):
+    def test_fake_transport_server_names_are_unique(self):
+        # The fake driver delivers a fanout once per server name.
         one = self._server(Sink())
         two = self._server(Sink())
         self.assertNotEqual(one.server_name, two.server_name)
+
+    def test_real_transport_server_name_is_the_host(self):
+        # Stable: RabbitMQ keeps a <topic>.<server> queue per name.
+        conf = make_conf('rabbit://guest:guest@127.0.0.1:5672/')
+        conf.set_override('host', 'sched-1')
+        self.assertEqual('sched-1', rpc._server_name(conf))
 
     def test_after_fork_the_child_starts_its_own(self):
         sink = Sink()
