@@ -35,6 +35,7 @@ from oslo_log import log as logging
 import oslo_messaging as messaging
 
 from gpu_nova_ext import conf as gconf
+from gpu_nova_ext.conf import agent as agent_conf
 
 LOG = logging.getLogger(__name__)
 
@@ -345,8 +346,8 @@ class SchedulerStateServer(_RpcServer):
 class AgentStateClient(_RpcServer):
     """The agent's side: casts state, answers resend requests.
 
-    :param conf: a ConfigOpts with ``[agent]`` registered
-        (``gpu_nova_ext.conf.register_agent_opts``) and ``transport_url``.
+    :param conf: the agent's ConfigOpts (``[agent]`` options,
+        ``gpu_nova_ext.conf.register_agent_opts``) with ``transport_url``.
     :param on_resend: called (in an RPC worker thread) when a scheduler
         asks for state; it should only wake the agent loop, which then
         calls :meth:`cast_state`.
@@ -354,6 +355,8 @@ class AgentStateClient(_RpcServer):
 
     def __init__(self, conf: cfg.ConfigOpts,
                  on_resend: Callable[[], None]) -> None:
+        # [agent] only: registering the same options again is a no-op.
+        agent_conf.register_opts(conf)
         super().__init__(conf, conf.agent.agent_topic,
                          AgentStateEndpoint(on_resend),
                          'GPU agent resend listener')
