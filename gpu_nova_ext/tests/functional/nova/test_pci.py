@@ -114,6 +114,9 @@ class PciInPlacementGpuTest(base.GpuSchedulerMixin, base.GpuAgentMixin,
         server = self.boot({'pci_passthrough:alias': '%s:1' % L4_ALIAS,
                             'gpu:cuda_cc_min': '8.9'})
         self.assertEqual((HOST, self._rp(L4_0)), self.gpu_of(server))
+        # memory: the L4 has 24 GB, not 40
+        self.boot({'pci_passthrough:alias': '%s:1' % L4_ALIAS,
+                   'gpu:memory_min': '40GB'}, expected_state='ERROR')
         # model: no L4 behind the A100 alias
         self.boot({'pci_passthrough:alias': '%s:1' % A100_ALIAS,
                    'gpu:model': 'L4'}, expected_state='ERROR')

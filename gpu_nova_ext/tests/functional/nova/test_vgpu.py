@@ -112,6 +112,24 @@ class MixedVGPUHostTest(base.GpuVGPUTestBase):
         spread = self.boot(VGPU)
         self.assertEqual(('host1', self.l4_rp), self.gpu_of(spread))
 
+    def test_bad_gpu_spec_from_before_validation(self):
+        """A flavor created before our validators ran: no valid host.
+
+        The filters reject every host with one log line; the scheduler
+        does not fail with an exception.
+        """
+        flavor = self._create_flavor(vcpu=1, memory_mb=512, disk=1,
+                                     ephemeral=0, extra_spec=VGPU)
+        self.admin_api.microversion = '2.85'  # no extra spec validation
+        self.admin_api.post_extra_spec(
+            flavor, {'extra_specs': {'gpu:memory_min': 'lots'}})
+        self.admin_api.microversion = 'latest'
+        server = self._create_server(
+            image_uuid=base.IMAGE, flavor_id=flavor, networks='none',
+            expected_state='ERROR')
+        self.assertIn('No valid host', server['fault']['message'])
+        self.assertIn("gpu:memory_min='lots'", self.stdlog.logger.output)
+
     def _traits(self):
         root = self.compute_rp_uuids['host1']
         a100 = self._get_provider_uuid_by_name(self.a100_rp)
@@ -152,6 +170,10 @@ class MixedVGPUHostTest(base.GpuVGPUTestBase):
         self.assertEqual(traits, self._traits())
         # a second agent cycle changes nothing either
         self.run_agent('host1')
+        self.assertEqual(traits, self._traits())
+        # nor does a nova-compute restart (a new resource tracker)
+        self.restart_compute_service('host1')
+        self._run_periodics()
         self.assertEqual(traits, self._traits())
 
         # the model trait routes a granular request to its pGPU
