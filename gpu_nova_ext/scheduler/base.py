@@ -247,7 +247,9 @@ class GpuFilter(filters.BaseHostFilter, filters.CandidateFilterMixin):
             if not fact_set:
                 return False
             # hosts whose GPUs have the same facts all pass or all fail
-            shared = facts_memo.get(fact_set)
+            set_id = record.fact_ids[state_cache.FAMILIES.index(
+                self.FAMILY)]
+            shared = facts_memo.get(set_id)
             if shared is not None:
                 return shared
             groups = record.groups[self.FAMILY]
@@ -264,10 +266,10 @@ class GpuFilter(filters.BaseHostFilter, filters.CandidateFilterMixin):
                 else:
                     failing.extend(providers)
             if not passing:
-                facts_memo[fact_set] = False
+                facts_memo[set_id] = False
                 return False
             if not failing:
-                facts_memo[fact_set] = True
+                facts_memo[set_id] = True
                 return True
             return frozenset(failing)
         failing = set()
@@ -291,6 +293,8 @@ class GpuFilter(filters.BaseHostFilter, filters.CandidateFilterMixin):
         key = memo_key(name, constraint)
         facts_memo = fact_verdicts(key)
         family = self.FAMILY
+        family_index = (state_cache.FAMILIES.index(family)
+                        if family is not None else None)
         passed = []
         for host_state in host_states:
             record = lookup(host_state, oldest)
@@ -311,7 +315,7 @@ class GpuFilter(filters.BaseHostFilter, filters.CandidateFilterMixin):
                 continue
             # hosts whose GPUs have the same facts share a verdict; a
             # host whose GPUs differ has its failing providers memoized
-            verdict = (facts_memo.get(record.fact_sets.get(family))
+            verdict = (facts_memo.get(record.fact_ids[family_index])
                        if family is not None else None)
             if verdict is None:
                 memo = record.memo

@@ -22,6 +22,7 @@ older ``generated_at`` never replaces a newer one.
 """
 from collections.abc import Callable
 import dataclasses
+import itertools
 import os
 import threading
 import time
@@ -51,6 +52,7 @@ FAMILY_MODEL = 'model'
 FAMILY_MEMORY = 'memory'
 FAMILY_CAPABILITY = 'capability'
 FAMILY_HEALTH = 'health'
+FAMILIES = (FAMILY_MODEL, FAMILY_MEMORY, FAMILY_CAPABILITY, FAMILY_HEALTH)
 
 _DEFAULT_TTL = 120.0
 _DEFAULT_MAX_BYTES = 1048576
@@ -129,7 +131,14 @@ class HostRecord:
     # provider ranks last (ORDER_LAST) so that a candidate's rank is the
     # min over its providers
     order: dict[str, dict[str, float]]
+    # intra-host policy -> provider UUIDs, best GPU first
+    best: dict[str, tuple[str, ...]]
+    # FAMILIES order -> small int id of the interned fact set (or -1):
+    # filters look verdicts up by it without touching the set itself
+    fact_ids: tuple[int, ...] = ()
     memo: dict = dataclasses.field(default_factory=dict)
+    # set when a newer payload (or remove()) supersedes this record
+    replaced: bool = False
 
     def names(self) -> tuple[str, ...]:
         return tuple(n for n in (self.root_provider_uuid, self.nodename,
@@ -235,18 +244,24 @@ def _order_key(policy: str) -> Callable[[GpuRecord], tuple]:
     return lambda g: (g.health_rank, g.free_units, g.pci_address)
 
 
-def _orders(gpus: tuple[GpuRecord, ...],
-            root: str | None) -> dict[str, dict[str, float]]:
+def _orders(gpus: tuple[GpuRecord, ...], root: str | None
+            ) -> tuple[dict[str, dict[str, float]],
+                       dict[str, tuple[str, ...]]]:
+    """Per policy: provider -> rank, and providers best first."""
     orders = {}
+    best = {}
     for policy in INTRA_HOST_POLICIES:
         ranks = {}
         if root:
             ranks[root] = ORDER_LAST
-        for rank, gpu in enumerate(sorted(gpus, key=_order_key(policy))):
+        ordered = sorted(gpus, key=_order_key(policy))
+        for rank, gpu in enumerate(ordered):
             for rp in gpu.provider_uuids:
                 ranks[rp] = rank
         orders[policy] = ranks
-    return orders
+        best[policy] = tuple(rp for gpu in ordered
+                             for rp in gpu.provider_uuids)
+    return orders, best
 
 
 # Equal fact sets of different hosts interned to one object, so that a
@@ -254,6 +269,8 @@ def _orders(gpus: tuple[GpuRecord, ...],
 # comparison.  Bounded: cleared when it grows past _INTERN_LIMIT.
 _INTERN_LIMIT = 65536
 _interned: dict = {}
+_fact_set_ids: dict = {}
+_next_fact_set_id = itertools.count()
 
 
 def _intern(value):
@@ -262,6 +279,16 @@ def _intern(value):
         if len(_interned) >= _INTERN_LIMIT:
             _interned.clear()
         _interned[value] = found = value
+    return found
+
+
+def fact_set_id(fact_set: frozenset) -> int:
+    """A stable small int per distinct fact set (never reused)."""
+    found = _fact_set_ids.get(fact_set)
+    if found is None:
+        if len(_fact_set_ids) >= _INTERN_LIMIT:
+            _fact_set_ids.clear()
+        found = _fact_set_ids.setdefault(fact_set, next(_next_fact_set_id))
     return found
 
 
@@ -283,6 +310,9 @@ def build_host_record(payload: dict[str, Any],
             groups.setdefault(family, {}).setdefault(fact, []).extend(
                 gpu.provider_uuids)
     usable = [g for g in gpus if g.health_rank < 2]
+    fact_sets = {family: _intern(frozenset(facts))
+                 for family, facts in groups.items()}
+    order, best = _orders(gpus, payload.get('root_provider_uuid'))
     utils_ = [g.utilization for g in usable if g.utilization is not None]
     thermal = [g.thermal_headroom for g in usable
                if g.thermal_headroom is not None]
@@ -305,9 +335,11 @@ def build_host_record(payload: dict[str, Any],
         max_power_headroom=max(power) if power else None,
         groups={family: {fact: tuple(rps) for fact, rps in facts.items()}
                 for family, facts in groups.items()},
-        fact_sets={family: _intern(frozenset(facts))
-                   for family, facts in groups.items()},
-        order=_orders(gpus, payload.get('root_provider_uuid')),
+        fact_sets=fact_sets,
+        fact_ids=tuple(fact_set_id(fact_sets[f]) if f in fact_sets else -1
+                       for f in FAMILIES),
+        order=order,
+        best=best,
     )
 
 
@@ -332,6 +364,7 @@ class GpuStateCache:
         self._server = None
         self._server_pid = None
         self._start_failed_pid = None
+        self._host_attr = '_gpu_nova_ext_state_%x' % id(self)
         # counts ingested payloads; notified on each (wait_for_state)
         self._ingested = 0
         self._arrived = threading.Condition()
@@ -466,6 +499,7 @@ class GpuStateCache:
                            'old': old.generated_at})
                 return False
             if old is not None:
+                old.replaced = True
                 for name in old.names():
                     if self._index.get(name) is old:
                         del self._index[name]
@@ -487,6 +521,7 @@ class GpuStateCache:
             old = self._hosts.pop(host, None)
             if old is None:
                 return
+            old.replaced = True
             for name in old.names():
                 if self._index.get(name) is old:
                     del self._index[name]
@@ -527,11 +562,21 @@ class GpuStateCache:
         :param oldest: ``now - state_ttl`` as :meth:`oldest_live` gives it
             (computed once per request, not per host).
         """
-        index = self._index
-        record = (index.get(host_state.uuid)
-                  or index.get(host_state.nodename)
-                  or index.get(host_state.host))
-        if record is None or record.received_at < oldest:
+        # The record is remembered on the HostState (nova-scheduler keeps
+        # those between requests) under a name unique to this cache, so
+        # the next lookup is one attribute read until a newer payload
+        # replaces the record.
+        attr = self._host_attr
+        record = host_state.__dict__.get(attr)
+        if record is None or record.replaced:
+            index = self._index
+            record = (index.get(host_state.uuid)
+                      or index.get(host_state.nodename)
+                      or index.get(host_state.host))
+            if record is None:
+                return None
+            setattr(host_state, attr, record)
+        if record.received_at < oldest:
             return None
         return record
 

@@ -3,18 +3,38 @@ from gpu_nova_ext.scheduler import base
 from gpu_nova_ext.state import cache as state_cache
 
 _LAST = state_cache.ORDER_LAST
+# how many of the best GPUs to look for before ranking every candidate
+_PROBES = 2
+
+
+def _sort(cands, ranks):
+    """Sort candidates by the rank of their best GPU provider."""
+    get = ranks.get
+    keys = []
+    for cand in cands:
+        key = _LAST
+        for rp in cand['allocations']:
+            rank = get(rp, _LAST)
+            if rank < key:
+                key = rank
+        keys.append(key)
+    order = sorted(range(len(cands)), key=keys.__getitem__)
+    cands[:] = [cands[i] for i in order]
 
 
 class GpuCandidateOrderFilter(base.GpuFilter):
-    """Order each host's candidates by the intra-host policy.
+    """Put the candidate of each host's preferred GPU first.
 
-    Rejects no host: sorts each host's allocation candidates so that the
-    first, which Nova claims, uses the GPU that ``gpu:intra_host_policy``
-    (or ``[gpu_scheduler] intra_host_policy``) prefers: ``pack`` (least
-    free capacity left), ``spread`` (most), ``coolest`` (most thermal
-    headroom) or ``least_loaded`` (lowest utilization).  Healthy GPUs come
-    before degraded ones, those before unhealthy ones.  The GPU ranks are
-    computed when the host's state arrives (``HostRecord.order``).
+    Rejects no host.  Nova claims a host's first allocation candidate, so
+    this filter moves to the front the candidate that uses the GPU which
+    ``gpu:intra_host_policy`` (or ``[gpu_scheduler] intra_host_policy``)
+    prefers: ``pack`` (least free capacity left), ``spread`` (most),
+    ``coolest`` (most thermal headroom) or ``least_loaded`` (lowest
+    utilization); healthy GPUs before degraded ones, those before
+    unhealthy ones.  The GPU order is computed when the host's state
+    arrives (``HostRecord.best``): usually the first GPU or two looked for
+    find their candidate, so few candidates are read; otherwise every
+    candidate is ranked and the list sorted.
     """
 
     RUN_ON_REBUILD = False
@@ -34,17 +54,16 @@ class GpuCandidateOrderFilter(base.GpuFilter):
             record = lookup(host_state, oldest)
             if record is None:
                 continue
-            get = record.order[policy].get
-            keys = []
-            for cand in cands:
-                # a candidate's rank: the best of its GPU providers (the
-                # root provider and unknown ones rank last)
-                key = _LAST
-                for rp in cand['allocations']:
-                    rank = get(rp, _LAST)
-                    if rank < key:
-                        key = rank
-                keys.append(key)
-            order = sorted(range(len(cands)), key=keys.__getitem__)
-            host_state.allocation_candidates = [cands[i] for i in order]
+            found = False
+            for rp in record.best[policy][:_PROBES]:
+                for i, cand in enumerate(cands):
+                    if rp in cand['allocations']:
+                        if i:
+                            cands.insert(0, cands.pop(i))
+                        found = True
+                        break
+                if found:
+                    break
+            if not found:
+                _sort(cands, record.order[policy])
         return host_states

@@ -210,6 +210,32 @@ class TestHealthFilter(base.PluginTestCase):
         self.assertEqual(['bad', 'ok'], self._passes({}))
 
 
+class TestLongLivedHostState(base.PluginTestCase):
+    """nova-scheduler keeps HostState objects between requests."""
+
+    def test_new_payload_and_staleness_seen_through_same_host_state(self):
+        self.add_host('h', [no.gpu_state('h', 0)])
+        host = no.host_state('h')
+        f = health.GpuHealthFilter()
+
+        def passes():
+            host.allocation_candidates = no.candidates('h', [0])
+            return bool(no.run_filters([f], [host], no.request_spec(VGPU)))
+
+        self.assertTrue(passes())
+        self.add_host('h', [no.gpu_state('h', 0, health='unhealthy')],
+                      generated_at=self.now + 1)
+        self.assertFalse(passes())
+        self.add_host('h', [no.gpu_state('h', 0)],
+                      generated_at=self.now + 2)
+        self.assertTrue(passes())
+        self.now += 121
+        self.assertFalse(passes())
+        self.cache.remove('h')
+        self.now -= 121
+        self.assertFalse(passes())
+
+
 class TestMixedHostPruning(base.PluginTestCase):
 
     def setUp(self):
@@ -372,32 +398,38 @@ class TestCandidateOrder(base.PluginTestCase):
             no.gpu_state('h', 3, available=0, health='degraded',
                          temperature=20, utilization=0)])
 
-    def _order(self, specs=None):
+    def _order(self, specs=None, gpus=range(4)):
         host = no.host_state('h', allocation_candidates=no.candidates(
-            'h', range(4)))
+            'h', gpus))
         spec = no.request_spec(dict(VGPU, **(specs or {})))
         out = no.run_filters([candidate_order.GpuCandidateOrderFilter()],
                              [host], spec)
         self.assertEqual([host], out)
-        self.assertEqual(4, len(host.allocation_candidates))
+        self.assertEqual(len(gpus), len(host.allocation_candidates))
         return _cand_gpus(host)
 
     def test_pack_is_the_default(self):
-        self.assertEqual([0, 2, 1, 3], self._order())
+        # least free first; the rest keep Placement's order
+        self.assertEqual([0, 1, 2, 3], self._order())
+        self.assertEqual([0, 3, 2, 1], self._order(gpus=[3, 2, 1, 0]))
 
     def test_flavor_policies(self):
-        self.assertEqual([1, 2, 0, 3], self._order(
-            {'gpu:intra_host_policy': 'spread'}))
-        self.assertEqual([1, 2, 0, 3], self._order(
-            {'gpu:intra_host_policy': 'coolest'}))
-        self.assertEqual([1, 2, 0, 3], self._order(
-            {'gpu:intra_host_policy': 'least_loaded'}))
+        for policy in ('spread', 'coolest', 'least_loaded'):
+            self.assertEqual(1, self._order(
+                {'gpu:intra_host_policy': policy})[0])
 
     def test_config_policy_and_flavor_override(self):
         self.flags(intra_host_policy='coolest', group='gpu_scheduler')
-        self.assertEqual([1, 2, 0, 3], self._order())
-        self.assertEqual([0, 2, 1, 3], self._order(
-            {'gpu:intra_host_policy': 'pack'}))
+        self.assertEqual(1, self._order()[0])
+        self.assertEqual(0, self._order(
+            {'gpu:intra_host_policy': 'pack'})[0])
+
+    def test_next_best_gpu_when_the_best_has_no_candidate(self):
+        # pack order: 0, 2, 1, 3 (3 is degraded)
+        self.assertEqual(2, self._order(gpus=[3, 1, 2])[0])
+        # neither of the two best has a candidate: every candidate is
+        # ranked and the list sorted
+        self.assertEqual([1, 3], self._order(gpus=[3, 1]))
 
     def test_least_loaded_differs_from_coolest(self):
         self.add_host('h', [
