@@ -117,9 +117,10 @@ def candidate_gpus(record: state_cache.HostRecord, host_state: Any) -> list:
 _memo_keys: dict = {}
 _memo_keys_lock = threading.Lock()
 _key_ids = itertools.count()
-# memo key -> {fact or interned fact set: verdict}: a verdict on GPU facts
-# is a pure function of the facts and the constraint, valid across
-# requests and hosts (a new payload brings new fact sets, not new verdicts)
+# memo key -> {fact-set id (HostRecord.fact_ids) or (fact,): verdict}: a
+# verdict on GPU facts is a pure function of the facts and the constraint,
+# valid across requests and hosts (a new payload may bring new fact sets,
+# never a different verdict for a known one)
 _fact_verdicts: dict[int, dict] = {}
 MEMO_KEYS_LIMIT = 4096
 
