@@ -174,6 +174,8 @@ class TestSingletonAndListener(testtools.TestCase):
         super().setUp()
         state_cache.reset_cache()
         self.addCleanup(state_cache.reset_cache)
+        # the root logger too: the expected ERROR must not reach stderr
+        self.useFixture(fixtures.FakeLogger(name='', level=logging.ERROR))
         self.log = self.useFixture(fixtures.FakeLogger(
             name='gpu_nova_ext', level=logging.INFO))
 
