@@ -119,6 +119,9 @@ class HostRecord:
     free_units: float                # over healthy and degraded GPUs
     total_units: float               # GPUs that are not unhealthy
     idle_gpus: int                   # usable GPUs with nothing on them
+    # usable whole-GPU passthrough GPUs whose use the payload does not
+    # tell (no "assigned"): counted free above; Placement's candidates tell
+    passthrough_unknown: tuple[GpuRecord, ...]
     mean_utilization: float | None
     max_thermal_headroom: float | None
     max_power_headroom: float | None
@@ -330,6 +333,9 @@ def build_host_record(payload: dict[str, Any],
         free_units=sum(g.free_units for g in usable),
         total_units=float(len(usable)),
         idle_gpus=sum(1 for g in usable if g.free_units >= 1.0),
+        passthrough_unknown=tuple(
+            g for g in usable if g.mode == naming.MODE_PASSTHROUGH
+            and g.state.get('assigned') is None and g.provider_uuids),
         mean_utilization=_mean(utils_),
         max_thermal_headroom=max(thermal) if thermal else None,
         max_power_headroom=max(power) if power else None,

@@ -92,6 +92,32 @@ class TestPacking(WeigherTestCase):
         self.assertEqual(['empty', 'busy', 'half'], self.ranking(
             [packing.GpuPackingWeigher()], hosts))
 
+    def test_passthrough_use_seen_in_candidates(self):
+        # two hosts with two passthrough GPUs each; on "one" GPU 1 is in
+        # use (Placement offers no candidate for it)
+        for h in ('one', 'two'):
+            self.add_host(h, [no.gpu_state(h, i, mode='passthrough')
+                              for i in range(2)])
+        hosts = [
+            no.host_state('two', allocation_candidates=no.candidates(
+                'two', [0, 1], rc='CUSTOM_GPU_A100')),
+            no.host_state('one', allocation_candidates=no.candidates(
+                'one', [0], rc='CUSTOM_GPU_A100'))]
+        spec = {'resources:CUSTOM_GPU_A100': '1'}
+        self.assertEqual('one', self.ranking(
+            [packing.GpuPackingWeigher()], hosts, spec)[0])
+        raw = packing.GpuPackingWeigher().weigh_objects(
+            [nova_weights.WeighedHost(h, 0.0) for h in hosts],
+            no.request_spec(spec))
+        self.assertEqual([1.0, 0.0], raw)
+
+    def test_passthrough_marked_assigned(self):
+        self.add_host('one', [no.gpu_state('one', 0, mode='passthrough',
+                                           assigned=True),
+                              no.gpu_state('one', 1, mode='passthrough',
+                                           assigned=False)])
+        self.assertEqual((1.0, 2.0), self.cache.free_capacity('one'))
+
     def test_unhealthy_gpus_are_no_capacity(self):
         self.add_host('sick', [no.gpu_state('sick', i, health='unhealthy')
                                for i in range(3)] + [
