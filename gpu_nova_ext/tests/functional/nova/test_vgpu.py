@@ -293,6 +293,30 @@ class TwoVGPUHostsTest(base.GpuVGPUTestBase):
         server = self.boot({})
         self.assertIn(server['OS-EXT-SRV-ATTR:host'], ('host1', 'host2'))
 
+    def test_metrics_steer_between_idle_hosts(self):
+        """Metrics cast by the agents decide between equally empty hosts.
+
+        host1's GPUs run hot and busy (load Nova does not know about),
+        host2's are cool and idle: the utilization and thermal weighers
+        send the server to host2; when host2 heats up instead, to host1.
+        """
+        busy = dict(base.IDLE, utilization_pct=95.0, temperature_c=84)
+        for address in (base.PGPU0, base.PGPU1):
+            self.gpu_facts['host1'][address]['metrics'] = dict(busy)
+        self.run_agent('host1')
+        host, _ = self._boot_and_report()
+        self.assertEqual('host2', host)
+        # host2 now runs hot and busy, host1 idle; binpacking (which
+        # prefers host2, holding the first server) is off for this one
+        for address in (base.PGPU0, base.PGPU1):
+            self.gpu_facts['host1'][address]['metrics'] = dict(base.IDLE)
+            self.gpu_facts['host2'][address]['metrics'] = dict(busy)
+        self.flags(packing_weight_multiplier=0.0, group='gpu_weights')
+        self.run_agent('host1')
+        self.run_agent('host2')
+        host, _ = self._boot_and_report()
+        self.assertEqual('host1', host)
+
     def _restart_scheduler_cache(self):
         """A new nova-scheduler process: an empty cache, no listener."""
         base.state_cache.reset_cache()
