@@ -179,7 +179,9 @@ def build_gpu_record(host: str, gpu: dict[str, Any]) -> GpuRecord:
     health = (gpu.get('health') or {}).get('state') or 'unhealthy'
     metrics = gpu.get('metrics') or {}
     offered = gpu.get('offered_vgpu_type')
-    if entry is not None:
+    if mode == naming.MODE_PASSTHROUGH:
+        keys = frozenset()       # a whole GPU offers no vGPU type
+    elif entry is not None:
         keys = frozenset(k for k in (entry.get('id'), entry.get('name'),
                                      offered) if k)
     elif offered:
