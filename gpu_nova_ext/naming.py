@@ -47,17 +47,36 @@ def normalize_model(name: str) -> str:
     return _NON_ALNUM.sub('_', stripped.upper()).strip('_')
 
 
+# Brand words some products carry before the model itself (NVML names
+# the T4 "Tesla T4"; AMD and Intel data-centre parts "Instinct MI210",
+# "Data Center GPU Max 1550").  The normalized model keeps them, as the
+# DESIGN rule says; matching a request also tries the model without them,
+# so ``gpu:model=T4`` matches ``TESLA_T4``.
+BRAND_PREFIXES = ('TESLA_', 'INSTINCT_', 'DATA_CENTER_GPU_')
+
+
 def model_matches(requested: str, model: str) -> bool:
     """True when ``requested`` equals ``model`` or is its prefix at a ``_``.
 
     Both sides are normalized first: ``A100`` matches ``A100_80GB_PCIE``
-    but not ``A1000``.
+    but not ``A1000``; ``T4`` matches ``TESLA_T4`` (brand words are
+    optional in a request).
     """
-    req = normalize_model(requested)
-    mod = normalize_model(model)
-    if not req or not mod:
+    return normalized_model_matches(normalize_model(requested),
+                                    normalize_model(model))
+
+
+def normalized_model_matches(req: str, model: str) -> bool:
+    """:func:`model_matches` for already normalized names (hot path)."""
+    if not req or not model:
         return False
-    return mod == req or mod.startswith(req + '_')
+    if model == req or model.startswith(req + '_'):
+        return True
+    for brand in BRAND_PREFIXES:
+        if model.startswith(brand) and not req.startswith(brand):
+            rest = model[len(brand):]
+            return rest == req or rest.startswith(req + '_')
+    return False
 
 
 def marketed_memory_gb(memory_mib: int) -> int:
@@ -70,9 +89,9 @@ def marketed_memory_gb(memory_mib: int) -> int:
 
 
 def _custom(*parts: str) -> str:
-    trait = TRAIT_PREFIX + '_'.join(
-        _NON_ALNUM.sub('_', str(p).upper()).strip('_') for p in parts)
-    if not _TRAIT_RE.match(trait) or len(trait) > 255:
+    words = [_NON_ALNUM.sub('_', str(p).upper()).strip('_') for p in parts]
+    trait = TRAIT_PREFIX + '_'.join(words)
+    if not all(words) or not _TRAIT_RE.match(trait) or len(trait) > 255:
         raise ValueError('%r is not a valid custom trait name' % trait)
     return trait
 

@@ -1,4 +1,5 @@
 """GpuModelFilter: gpu:model, gpu:vendor, gpu:mode and gpu:vgpu_type."""
+from gpu_nova_ext import naming
 from gpu_nova_ext.scheduler import base
 from gpu_nova_ext.state import cache as state_cache
 
@@ -12,8 +13,9 @@ class GpuModelFilter(base.GpuFilter):
 
     A requested model matches a normalized model equal to it or starting
     with it at a ``_`` boundary: ``A100`` matches ``A100_80GB_PCIE``, not
-    ``A1000``.  Unknown ``gpu:`` keys (a flavor older than the validators)
-    make this filter reject the request's hosts.
+    ``A1000``; a brand word is optional (``T4`` matches ``TESLA_T4``).
+    Unknown ``gpu:`` keys (a flavor older than the validators) make this
+    filter reject the request's hosts.
     """
 
     RUN_ON_REBUILD = False
@@ -39,7 +41,7 @@ class GpuModelFilter(base.GpuFilter):
             if not model:
                 return False
             for req in models:
-                if model == req or model.startswith(req + '_'):
+                if naming.normalized_model_matches(req, model):
                     break
             else:
                 return False

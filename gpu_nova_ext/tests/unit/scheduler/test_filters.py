@@ -69,6 +69,12 @@ class TestModelFilter(base.PluginTestCase):
                          self._passes({'gpu:model': 'a100 80gb'}))
         self.assertEqual([], self._passes({'gpu:model': 'A100_40GB'}))
 
+    def test_brand_word_is_optional(self):
+        self.assertEqual(['mi'], self._passes({'gpu:model': 'MI210'}))
+        self.assertEqual(['mi'], self._passes({'gpu:model': 'INSTINCT_MI2'
+                                                            '10'}))
+        self.assertEqual([], self._passes({'gpu:model': 'MI2'}))
+
     def test_model_list(self):
         self.assertEqual(['a100', 'h100', 'pt'],
                          self._passes({'gpu:model': 'H100, A100'}))
