@@ -325,6 +325,30 @@ def host_state(compute, candidates: list[dict]):
     return state
 
 
+def load_scheduler(scenario: scn.Scenario,
+                   conf: cfg.ConfigOpts) -> 'Scheduler':
+    """The filters and weighers that ``[filter_scheduler]`` names.
+
+    A name that does not load is a ScenarioError naming the option.
+    """
+    from nova import exception as nova_exc
+    try:
+        return Scheduler(conf)
+    except ValueError as exc:
+        raise scenario.error('nova_conf.filter_scheduler.enabled_filters',
+                             '%s. Fix the name or add the filter\'s module '
+                             'to available_filters.' % exc)
+    except nova_exc.ClassNotFound as exc:
+        raise scenario.error(
+            'nova_conf.filter_scheduler', '%s. Check available_filters and '
+            'weight_classes.' % exc.format_message())
+    except ImportError as exc:
+        raise scenario.error(
+            'nova_conf.filter_scheduler', 'cannot load %s. Check '
+            'available_filters and weight_classes.'
+            % str(exc).split(' (', 1)[0])
+
+
 class Scheduler:
     """Nova's filter and weight handlers, loaded as HostManager does.
 

@@ -410,6 +410,8 @@ class Simulation:
         try:
             novaconf.apply()
             nova_env.check_flavors(self.scenario)
+            self.scheduler = nova_env.load_scheduler(self.scenario,
+                                                     novaconf.conf)
             from gpu_nova_ext.placement import embedded
             placement = embedded.EmbeddedPlacement(
                 db_path=os.path.join(workdir, 'placement.sqlite'))
@@ -418,8 +420,9 @@ class Simulation:
                           % endpoint)
             cache = self._start_cache(novaconf.conf)
             self.progress('nova: %d filters, %d weighers; state cache '
-                          'listening on %s' % self._describe_scheduler(
-                              novaconf.conf))
+                          'listening on %s' % (
+                              len(self.scheduler.filters),
+                              len(self.scheduler.weighers), TRANSPORT_URL))
             self._start_hosts(workdir, endpoint, cache)
             self._play(result, novaconf.conf, endpoint, cache)
             result.occupancy = self._occupancy(endpoint, cache)
@@ -455,11 +458,6 @@ class Simulation:
         cache = state_cache.get_cache()
         cache.start(conf)
         return cache
-
-    def _describe_scheduler(self, conf) -> tuple:
-        self.scheduler = nova_env.Scheduler(conf)
-        return (len(self.scheduler.filters), len(self.scheduler.weighers),
-                TRANSPORT_URL)
 
     def _start_hosts(self, workdir: str, endpoint: str, cache) -> None:
         from gpu_nova_ext.placement import client as pclient

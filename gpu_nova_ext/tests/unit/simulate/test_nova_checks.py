@@ -108,6 +108,23 @@ class TestNovaConf(testtools.TestCase):
 
 class TestRunStopsBeforeBoots(testtools.TestCase):
 
+    def test_unknown_filter_stops_the_run(self):
+        s = _scenario(nova_conf={'filter_scheduler': {
+            'enabled_filters': ['ComputeFilter', 'GpuModleFilter']}})
+        lines = []
+        exc = self.assertRaises(exception.ScenarioError,
+                                runner.Simulation(s, lines.append).run)
+        self.assertIn('nova_conf.filter_scheduler.enabled_filters', str(exc))
+        self.assertIn('GpuModleFilter', str(exc))
+        self.assertEqual([], lines)
+
+    def test_unknown_weigher_module_stops_the_run(self):
+        s = _scenario(nova_conf={'filter_scheduler': {
+            'weight_classes': ['nova.scheduler.weights.no_such_weigher']}})
+        exc = self.assertRaises(exception.ScenarioError,
+                                runner.Simulation(s).run)
+        self.assertIn('no_such_weigher', str(exc))
+
     def test_bad_extra_spec_stops_the_run(self):
         s = _scenario(flavors=[{'name': 'f1', 'vcpus': 1, 'ram_mb': 512,
                                 'extra_specs': {'gpu:health': 'great'}}],
