@@ -110,9 +110,12 @@ class NovaConfig:
                 self._set_from_scenario(group, name, value)
         _clear_nova_caches()
 
-    def _set(self, name: str, value: Any, group: str | None) -> None:
+    def set(self, name: str, value: Any, group: str | None) -> None:
+        """Override one option until :meth:`restore`."""
         self.conf.set_override(name, value, group)
         self._overrides.append((name, group))
+
+    _set = set
 
     def _set_from_scenario(self, group: str, name: str, value: Any) -> None:
         entry = 'nova_conf.%s.%s' % (group, name)

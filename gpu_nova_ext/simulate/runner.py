@@ -283,8 +283,7 @@ class SimulatedHost:
                     'product_id': func.product_id,
                     'numa_node': func.numa_node, 'count': 1,
                     'tags': {'dev_type': 'type-PCI', 'rp_uuid': rp,
-                             'resource_class': rc,
-                             'address': func.address}})
+                             'resource_class': rc}})
 
     def _add_provider(self, address: str, rp: str) -> None:
         self.gpu_of_provider[rp] = address
@@ -418,7 +417,7 @@ class Simulation:
             endpoint = placement.start()
             self.progress('placement: embedded openstack-placement at %s'
                           % endpoint)
-            cache = self._start_cache(novaconf.conf)
+            cache = self._start_cache(novaconf)
             self.progress('nova: %d filters, %d weighers; state cache '
                           'listening on %s' % (
                               len(self.scheduler.filters),
@@ -444,16 +443,17 @@ class Simulation:
 
     # -- set-up ------------------------------------------------------------
 
-    def _start_cache(self, conf):
+    def _start_cache(self, novaconf: nova_env.NovaConfig):
         from gpu_nova_ext.state import cache as state_cache
         from gpu_nova_ext.state import rpc
+        conf = novaconf.conf
         rpc.register_messaging_opts(conf)
         # nova-scheduler's transport_url (Nova registers it when it starts
         # its RPC layer, which the simulator does not)
         for group, opts in messaging_opts.list_opts():
             if group in (None, 'DEFAULT'):
                 conf.register_opts(opts)
-        conf.set_override('transport_url', TRANSPORT_URL)
+        novaconf.set('transport_url', TRANSPORT_URL, None)
         state_cache.reset_cache()
         cache = state_cache.get_cache()
         cache.start(conf)
