@@ -32,12 +32,9 @@ import warnings
 
 import os_traits
 from oslo_config import cfg
-from oslo_log import log as logging
 
 from gpu_nova_ext import conf as gconf
 from gpu_nova_ext.simulate import scenario as scn
-
-LOG = logging.getLogger(__name__)
 
 NOVA_FILTERS = 'nova.scheduler.filters.all_filters'
 GPU_FILTERS = 'gpu_nova_ext.scheduler.filters.all_filters'
@@ -186,7 +183,8 @@ def check_flavors(scenario: scn.Scenario) -> None:
                 % exc.format_message())
 
 
-def make_flavor(flavor: scn.Flavor, flavor_id: int = 1):
+def make_flavor(flavor: scn.Flavor, flavor_id: int = 1) -> Any:
+    """A ``nova.objects.Flavor`` as nova-api stores it."""
     from nova import objects
     return objects.Flavor(
         id=flavor_id, flavorid=flavor.name, name=flavor.name,
@@ -201,13 +199,14 @@ def _pci_requests(flavor):
     return pci_request.get_pci_requests_from_flavor(flavor)
 
 
-def admin_context():
+def admin_context() -> Any:
+    """A ``nova.context.RequestContext`` of the simulator's project."""
     from nova import context as nova_context
     return nova_context.RequestContext(
         user_id=USER_ID, project_id=PROJECT_ID, is_admin=True)
 
 
-def request_spec(ctx, flavor: scn.Flavor, instance_uuid: str):
+def request_spec(ctx: Any, flavor: scn.Flavor, instance_uuid: str) -> Any:
     """A RequestSpec as nova-api builds it for a one-server boot."""
     from nova import objects
     nova_flavor = make_flavor(flavor)
@@ -219,7 +218,7 @@ def request_spec(ctx, flavor: scn.Flavor, instance_uuid: str):
     return spec
 
 
-def prefilter(ctx, spec) -> None:
+def prefilter(ctx: Any, spec: Any) -> None:
     """Nova's scheduler request filters (``process_reqspec``).
 
     ``owner_nova_filter`` asks the cell databases for the minimum
@@ -241,13 +240,13 @@ def prefilter(ctx, spec) -> None:
             group.required_traits.add(os_traits.OWNER_NOVA)
 
 
-def resource_request(ctx, spec):
+def resource_request(ctx: Any, spec: Any) -> Any:
     """``nova.scheduler.utils.resources_from_request_spec``."""
     from nova.scheduler import utils
     return utils.resources_from_request_spec(ctx, spec, None)
 
 
-def report_client(endpoint: str, token: str = 'admin'):
+def report_client(endpoint: str, token: str = 'admin') -> Any:
     """Nova's SchedulerReportClient talking to ``endpoint`` (noauth2)."""
     from keystoneauth1 import adapter
     from keystoneauth1 import session
@@ -258,8 +257,8 @@ def report_client(endpoint: str, token: str = 'admin'):
         session=sess, service_type='placement', endpoint_override=endpoint))
 
 
-def claim(ctx, client, spec, instance_uuid: str, alloc_req: dict,
-          version: str) -> bool:
+def claim(ctx: Any, client: Any, spec: Any, instance_uuid: str,
+          alloc_req: dict, version: str) -> bool:
     """``nova.scheduler.utils.claim_resources``: PUT /allocations."""
     from nova.scheduler import utils
     return utils.claim_resources(ctx, client, spec, instance_uuid,
@@ -268,7 +267,7 @@ def claim(ctx, client, spec, instance_uuid: str, alloc_req: dict,
 
 
 def compute_node(host: scn.Host, root_uuid: str, used: dict[str, int],
-                 pci_pools: list[dict[str, Any]]):
+                 pci_pools: list[dict[str, Any]]) -> Any:
     """The ComputeNode record nova-compute's resource tracker would save.
 
     ``used`` holds ``vcpus``, ``memory_mb``, ``disk_gb`` and ``instances``
@@ -304,7 +303,7 @@ def compute_node(host: scn.Host, root_uuid: str, used: dict[str, int],
         disk_allocation_ratio=host.disk_allocation_ratio)
 
 
-def host_state(compute, candidates: list[dict]):
+def host_state(compute: Any, candidates: list[dict]) -> Any:
     """A HostState as HostManager builds it, with its candidates.
 
     ``SchedulerManager._schedule`` gives each host a deep copy of the

@@ -550,6 +550,10 @@ class Simulation:
                 states.append(nova_env.host_state(
                     compute, by_rp.get(host.root_uuid, [])))
         ordered = self.scheduler.select(states, spec)
+        LOG.debug('%(server)s: filters %(filters)s; weights %(weights)s',
+                  {'server': server.server,
+                   'filters': self.scheduler.filter_log,
+                   'weights': self.scheduler.weight_log})
         if not ordered:
             server.error = 'No valid host: %s' % self.scheduler.rejection()
             return server
