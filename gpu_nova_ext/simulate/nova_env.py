@@ -369,6 +369,8 @@ class Scheduler:
         by_name = {cls.__name__: cls for cls in classes}
         self.filters = []
         self.filter_log: list[tuple[str, list[str]]] = []
+        # host -> filter -> providers whose candidates the filter dropped
+        self.pruned: dict[str, dict[str, set[str]]] = {}
         for name in conf.filter_scheduler.enabled_filters:
             if name not in by_name:
                 raise ValueError(
@@ -384,9 +386,15 @@ class Scheduler:
 
     def _recording_filter(self, cls):
         log = self.filter_log
+        pruned = self.pruned
+
+        def providers(host):
+            return {rp for cand in host.allocation_candidates
+                    for rp in cand['allocations']}
 
         def filter_all(inner, filter_obj_list, spec_obj):
             before = list(filter_obj_list)
+            had = {id(h): providers(h) for h in before}
             result = cls.filter_all(inner, before, spec_obj)
             if result is None:
                 return None
@@ -394,6 +402,12 @@ class Scheduler:
             kept = {id(h) for h in after}
             log.append((cls.__name__,
                         [h.host for h in before if id(h) not in kept]))
+            for host in after:
+                # candidates this filter dropped on a host it kept
+                dropped = had[id(host)] - providers(host)
+                if dropped:
+                    pruned.setdefault(host.host, {}).setdefault(
+                        cls.__name__, set()).update(dropped)
             return after
 
         return type(cls.__name__, (cls,), {'filter_all': filter_all,
@@ -427,6 +441,7 @@ class Scheduler:
     def select(self, hosts: list, spec, index: int = 0) -> list:
         """``SchedulerManager._get_sorted_hosts``: filter, weigh, order."""
         self.filter_log.clear()
+        self.pruned.clear()
         self.weight_log.clear()
         filtered = self.filter_handler.get_filtered_objects(
             self.filters, hosts, spec, index)

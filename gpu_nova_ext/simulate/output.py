@@ -27,6 +27,14 @@ def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
 
 
 def _why(server: runner.ServerResult) -> str:
+    why = _weighers(server)
+    for name, gpus in sorted(server.excluded.items()):
+        why += '; %s excluded %s' % (name.replace('Filter', ''),
+                                     ', '.join(gpus))
+    return why
+
+
+def _weighers(server: runner.ServerResult) -> str:
     """The weighers that put the host ahead of the next best one.
 
     Per weigher, the winner's score (multiplier x normalized weight) minus

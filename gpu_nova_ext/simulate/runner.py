@@ -63,6 +63,8 @@ class ServerResult:
     runner_up: str | None = None
     runner_up_weights: dict[str, float] = dataclasses.field(
         default_factory=dict)
+    #: filter -> GPUs of the chosen host whose candidates it dropped
+    excluded: dict[str, list[str]] = dataclasses.field(default_factory=dict)
     step: int = 0                    # index in the scenario's boots:
 
     def to_dict(self) -> dict[str, Any]:
@@ -582,6 +584,11 @@ class Simulation:
             server.runner_up = others[0].host
             server.runner_up_weights = dict(
                 self.scheduler.weight_log.get(others[0].host, {}))
+        for name, rps in self.scheduler.pruned.get(state.host, {}).items():
+            gpus = sorted({host.gpu_of_provider[rp] for rp in rps
+                           if rp in host.gpu_of_provider})
+            if gpus:
+                server.excluded[name] = gpus
         server.gpus = host.consume(flavor, alloc_req['allocations'],
                                    instance_uuid)
         host.cycle()

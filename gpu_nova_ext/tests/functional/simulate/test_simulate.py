@@ -77,32 +77,37 @@ class TestDefaultScenario(testtools.TestCase):
         for i in (1, 2):
             self.assertEqual(('cmp-l4t4', ['0000:17:00.0']),
                              where('vgpu.l4-%d' % i))
-        # any 4 GiB vGPU: the fullest host (binpack) and its fullest GPU
-        self.assertEqual(('cmp-a100', ['0000:3b:00.0']),
-                         where('vgpu.small-1'))
-        self.assertEqual(('cmp-a100', ['0000:86:00.0']),
-                         where('vgpu.small-2'))
-        self.assertIn('GpuPackingWeigher', by_name['vgpu.small-2']['weights'])
         # passthrough through PCI in Placement
         self.assertEqual(('cmp-h100', ['0000:1b:00.0']), where('pt.h100-1'))
-        self.assertEqual(('cmp-h100', ['0000:9c:00.0']), where('pt.h100-2'))
-        self.assertIn('No valid host', by_name['pt.h100-3']['error'])
         # after the event the unhealthy A100 is never chosen, though its
-        # pGPU still had room in Placement before vgpu.small-1
+        # pGPU still has a free vGPU in Placement (3 of 4 used, below)
         names = [p['server'] for p in placements]
         after_event = names[names.index('pt.h100-1') + 1:]
+        self.assertEqual(['vgpu.a100-4', 'vgpu.a100-5', 'vgpu.small-1',
+                          'vgpu.small-2', 'pt.h100-2', 'pt.h100-3',
+                          'm1.large-1'], after_event)
         for server in after_event:
             p = by_name[server]
             self.assertNotIn('0000:3b:00.0', p.get('gpus', []), server)
         self.assertEqual(('cmp-a100', ['0000:86:00.0']), where('vgpu.a100-4'))
         self.assertEqual(('cmp-a100', ['0000:86:00.0']), where('vgpu.a100-5'))
+        # any 4 GiB vGPU: binpack takes the fullest host and GPU that is
+        # healthy, over the emptier L4/T4 host
+        self.assertEqual(('cmp-a100', ['0000:86:00.0']),
+                         where('vgpu.small-1'))
+        self.assertEqual(('cmp-a100', ['0000:86:00.0']),
+                         where('vgpu.small-2'))
+        packing = by_name['vgpu.small-1']['weights']['GpuPackingWeigher']
+        self.assertEqual(0.0, packing)    # least free capacity: 0 x -10
+        self.assertEqual(('cmp-h100', ['0000:9c:00.0']), where('pt.h100-2'))
+        self.assertIn('No valid host', by_name['pt.h100-3']['error'])
         # no GPU asked: no GPU given
         self.assertEqual([], by_name['m1.large-1']['gpus'])
 
         occupancy = {(o['host'], o['gpu']): o for o in data['occupancy']}
         self.assertEqual(7, len(occupancy))
         bad = occupancy[UNHEALTHY_GPU]
-        self.assertEqual(('unhealthy', 4, 4, 'A100_80GB_PCIE'),
+        self.assertEqual(('unhealthy', 3, 4, 'A100_80GB_PCIE'),
                          (bad['health'], bad['used'], bad['total'],
                           bad['model']))
 
@@ -110,7 +115,7 @@ class TestDefaultScenario(testtools.TestCase):
             o = occupancy[host, gpu]
             return o['used'], o['total']
 
-        self.assertEqual((3, 4), usage('cmp-a100', '0000:86:00.0'))
+        self.assertEqual((4, 4), usage('cmp-a100', '0000:86:00.0'))
         self.assertEqual((2, 4), usage('cmp-l4t4', '0000:17:00.0'))
         self.assertEqual((0, 4), usage('cmp-l4t4', '0000:ca:00.0'))
         self.assertEqual('TESLA_T4',
@@ -147,6 +152,8 @@ class TestScenarios(testtools.TestCase):
         # 0000:86:00.0 turned degraded and hot: the next goes elsewhere
         self.assertEqual(['vgpu.a100', 'cmp-1', '0000:3b:00.0'],
                          rows['vgpu.a100-1'][:3])
+        self.assertIn('GpuHealth excluded 0000:86:00.0',
+                      ' '.join(rows['vgpu.a100-1']))
         self.assertIn('ERROR: No valid host', out)
         self.assertIn('health -> degraded', out)
         # m1.small avoids the host whose GPU it would strand

@@ -20,7 +20,8 @@ def _result():
             runner_up_weights={'GpuPackingWeigher': -10.0,
                                'RAMWeigher': 0.0}, step=0),
         runner.ServerResult(server='a-2', flavor='a', host='h1',
-                            gpus=['0000:3b:00.0'], step=0),
+                            gpus=['0000:3b:00.0'], step=0,
+                            excluded={'GpuHealthFilter': ['0000:86:00.0']}),
         runner.ServerResult(server='b-1', flavor='b', error='No valid host',
                             step=2),
     ]
@@ -56,6 +57,7 @@ class TestOutput(testtools.TestCase):
         self.assertIn('vs h2: GpuPacking +10.00, RAM +1.00', a1)
         a2 = next(line for line in lines if line.startswith('a-2'))
         self.assertIn('only host', a2)
+        self.assertIn('GpuHealth excluded 0000:86:00.0', a2)
         order = [line.split()[0] for line in lines
                  if line.startswith(('a-', 'b-', '**'))]
         self.assertEqual(['a-1', 'a-2', '**', 'b-1'], order)
