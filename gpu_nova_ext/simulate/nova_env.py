@@ -24,6 +24,7 @@ Nova's options live on the global ``nova.conf.CONF``; :class:`NovaConfig`
 sets the scenario's ``nova_conf:`` there as overrides and clears them when
 the simulation ends.
 """
+import functools
 import json
 import random
 from typing import Any
@@ -54,6 +55,7 @@ PROJECT_ID = 'simulator'
 USER_ID = 'simulator'
 
 
+@functools.cache
 def _nova():
     """Import Nova lazily: the rest of gpu_nova_ext does not need it."""
     with warnings.catch_warnings():
@@ -185,6 +187,7 @@ def check_flavors(scenario: scn.Scenario) -> None:
 
 def make_flavor(flavor: scn.Flavor, flavor_id: int = 1) -> Any:
     """A ``nova.objects.Flavor`` as nova-api stores it."""
+    _nova()
     from nova import objects
     return objects.Flavor(
         id=flavor_id, flavorid=flavor.name, name=flavor.name,
@@ -201,6 +204,7 @@ def _pci_requests(flavor):
 
 def admin_context() -> Any:
     """A ``nova.context.RequestContext`` of the simulator's project."""
+    _nova()
     from nova import context as nova_context
     return nova_context.RequestContext(
         user_id=USER_ID, project_id=PROJECT_ID, is_admin=True)
@@ -273,6 +277,7 @@ def compute_node(host: scn.Host, root_uuid: str, used: dict[str, int],
     ``used`` holds ``vcpus``, ``memory_mb``, ``disk_gb`` and ``instances``
     consumed by the servers booted on the host so far.
     """
+    _nova()
     from nova import objects
     from oslo_utils import timeutils
     pools = objects.PciDevicePoolList(objects=[
@@ -303,7 +308,33 @@ def compute_node(host: scn.Host, root_uuid: str, used: dict[str, int],
         disk_allocation_ratio=host.disk_allocation_ratio)
 
 
-def host_state(compute: Any, candidates: list[dict]) -> Any:
+def aggregates(scenario: scn.Scenario) -> dict[str, list]:
+    """Host name -> its ``nova.objects.Aggregate`` objects.
+
+    Hosts that name the same aggregate share it (its metadata is merged in
+    host order; the first value of a key wins).
+    """
+    _nova()
+    from nova import objects
+    by_name: dict[str, Any] = {}
+    out: dict[str, list] = {}
+    for host in scenario.hosts:
+        for name, metadata in host.aggregates.items():
+            agg = by_name.get(name)
+            if agg is None:
+                agg = by_name[name] = objects.Aggregate(
+                    id=len(by_name) + 1, name=name,
+                    uuid=str(uuid.uuid5(uuid.NAMESPACE_URL, name)),
+                    hosts=[], metadata={})
+            agg.hosts.append(host.name)
+            for key, value in metadata.items():
+                agg.metadata.setdefault(key, value)
+            out.setdefault(host.name, []).append(agg)
+    return out
+
+
+def host_state(compute: Any, candidates: list[dict],
+               host_aggregates: list | None = None) -> Any:
     """A HostState as HostManager builds it, with its candidates.
 
     ``SchedulerManager._schedule`` gives each host a deep copy of the
@@ -322,7 +353,7 @@ def host_state(compute: Any, candidates: list[dict]) -> Any:
                timeutils.utcnow(), 'last_seen_up': timeutils.utcnow(),
                'version': 70, 'uuid': str(uuid.uuid5(uuid.NAMESPACE_DNS,
                                                      compute.host))}
-    state.update(compute, service, [], {})
+    state.update(compute, service, list(host_aggregates or []), {})
     state.allocation_candidates = copy.deepcopy(candidates)
     return state
 

@@ -413,6 +413,7 @@ class Simulation:
             nova_env.check_flavors(self.scenario)
             self.scheduler = nova_env.load_scheduler(self.scenario,
                                                      novaconf.conf)
+            self.aggregates = nova_env.aggregates(self.scenario)
             from gpu_nova_ext.placement import embedded
             placement = embedded.EmbeddedPlacement(
                 db_path=os.path.join(workdir, 'placement.sqlite'))
@@ -550,7 +551,8 @@ class Simulation:
                 compute = nova_env.compute_node(
                     host.spec, host.root_uuid, host.used, host.pci_pools)
                 states.append(nova_env.host_state(
-                    compute, by_rp.get(host.root_uuid, [])))
+                    compute, by_rp.get(host.root_uuid, []),
+                    self.aggregates.get(host.name)))
         ordered = self.scheduler.select(states, spec)
         LOG.debug('%(server)s: filters %(filters)s; weights %(weights)s',
                   {'server': server.server,

@@ -32,7 +32,7 @@ HOST_KEYS = ('name', 'libvirt_xml', 'libvirt_xml_inline', 'vcpus',
              'memory_mb', 'disk_gb', 'cpu_allocation_ratio',
              'ram_allocation_ratio', 'disk_allocation_ratio',
              'nova_gpu_mode', 'enabled_mdev_types', 'pci_resource_class',
-             'pci_traits', 'agent_mode', 'gpus')
+             'pci_traits', 'agent_mode', 'aggregates', 'gpus')
 FLAVOR_KEYS = ('name', 'vcpus', 'ram_mb', 'disk_gb', 'extra_specs')
 BOOT_KEYS = ('flavor', 'count', 'name')
 EVENT_KEYS = ('host', 'gpu', 'health', 'reasons', 'metrics')
@@ -81,6 +81,9 @@ class Host:
     pci_resource_class: str | None = None
     pci_traits: list[str] = dataclasses.field(default_factory=list)
     agent_mode: str = 'annotate'
+    #: host aggregate name -> metadata (e.g. weigher multipliers)
+    aggregates: dict[str, dict[str, str]] = dataclasses.field(
+        default_factory=dict)
     gpus: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
 
     def function(self, address: str) -> PciFunction | None:
@@ -413,6 +416,19 @@ def _host(check: _Checker, item: Any, entry: str, base: str) -> Host:
         host.pci_resource_class = rc
     host.pci_traits = check.str_list(item.get('pci_traits') or [],
                                      entry + '.pci_traits')
+    aggregates = check.mapping(item.get('aggregates') or {},
+                               entry + '.aggregates')
+    for agg_name, metadata in aggregates.items():
+        agg_entry = '%s.aggregates[%s]' % (entry, agg_name)
+        metadata = check.mapping(metadata or {}, agg_entry)
+        for key, value in metadata.items():
+            if not isinstance(value, (str, int, float)) or isinstance(
+                    value, bool):
+                raise check.fail('%s.%s' % (agg_entry, key),
+                                 'aggregate metadata values are strings or '
+                                 'numbers, got %s' % _kind(value))
+        host.aggregates[str(agg_name)] = {str(k): str(v)
+                                          for k, v in metadata.items()}
     gpus = check.mapping(item.get('gpus') or {}, entry + '.gpus')
     for address, facts in gpus.items():
         gpu_entry = '%s.gpus[%s]' % (entry, address)

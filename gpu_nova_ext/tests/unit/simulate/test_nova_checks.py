@@ -134,3 +134,38 @@ class TestRunStopsBeforeBoots(testtools.TestCase):
                           runner.Simulation(s, lines.append).run)
         # nothing started: no Placement, no host, no boot
         self.assertEqual([], lines)
+
+
+class TestAggregates(testtools.TestCase):
+
+    def test_metadata_reaches_weigher_multipliers(self):
+        data = copy.deepcopy(test_scenario.BASE)
+        second = copy.deepcopy(data['hosts'][0])
+        second['name'] = 'cmp-2'
+        data['hosts'].append(second)
+        data['hosts'][0]['aggregates'] = {
+            'inference': {'packing_weight_multiplier': 10}}
+        second['aggregates'] = {'inference': {}, 'rack-7': {'x': 'y'}}
+        s = scn.from_dict(data, PATH)
+        aggs = nova_env.aggregates(s)
+        self.assertEqual(['inference'], [a.name for a in aggs['cmp-1']])
+        self.assertEqual(['inference', 'rack-7'],
+                         [a.name for a in aggs['cmp-2']])
+        self.assertIs(aggs['cmp-1'][0], aggs['cmp-2'][0])
+        self.assertEqual(['cmp-1', 'cmp-2'], aggs['cmp-1'][0].hosts)
+
+        from nova.scheduler import utils
+        compute = nova_env.compute_node(s.hosts[0], 'rp', {}, [])
+        state = nova_env.host_state(compute, [], aggs['cmp-1'])
+        self.assertEqual(10.0, utils.get_weight_multiplier(
+            state, 'packing_weight_multiplier', -1.0))
+        plain = nova_env.host_state(compute, [])
+        self.assertEqual(-1.0, utils.get_weight_multiplier(
+            plain, 'packing_weight_multiplier', -1.0))
+
+    def test_bad_metadata(self):
+        data = copy.deepcopy(test_scenario.BASE)
+        data['hosts'][0]['aggregates'] = {'a': {'k': [1]}}
+        exc = self.assertRaises(exception.ScenarioError, scn.from_dict,
+                                data, PATH)
+        self.assertIn('aggregates[a].k', str(exc))
