@@ -2,6 +2,7 @@
 repeated options (multi-valued oslo.config options) and section order.
 
     ini_tool.py get FILE SECTION OPTION
+    ini_tool.py getmulti FILE SECTION OPTION
     ini_tool.py set FILE SECTION OPTION VALUE
     ini_tool.py setmulti FILE SECTION OPTION VALUE...
 """
@@ -51,13 +52,11 @@ def main(argv):
     cmd, path, sec_name, option = argv[:4]
     values = argv[4:]
     sections = load(path)
-    if cmd == 'get':
-        for name, pairs in sections:
-            if name == sec_name:
-                for opt, value in pairs:
-                    if opt == option:
-                        print(value)
-                        return 0
+    if cmd in ('get', 'getmulti'):
+        found = [value for name, pairs in sections if name == sec_name
+                 for opt, value in pairs if opt == option]
+        if found:
+            print(found[0] if cmd == 'get' else ' '.join(found))
         return 0
     sec = section(sections, sec_name)
     kept = [(o, v) for o, v in sec[1] if o != option]

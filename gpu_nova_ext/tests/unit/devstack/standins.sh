@@ -56,6 +56,11 @@ function iniget {
     "$INI_PYTHON" -S -E "$STANDINS_DIR/ini_tool.py" get "$@"
 }
 
+function iniget_multiline {
+    # devstack prints every value, separated by spaces
+    "$INI_PYTHON" -S -E "$STANDINS_DIR/ini_tool.py" getmulti "$@"
+}
+
 function iniset {
     "$INI_PYTHON" -S -E "$STANDINS_DIR/ini_tool.py" set "$@"
 }

@@ -173,6 +173,17 @@ class TestDevstackPlugin(testtools.TestCase):
         self.assertIn('stop_process gpu-nova-agent', calls)
         self.assertFalse(os.path.exists(self.conf_dir))
 
+    def test_other_available_filters_kept(self):
+        with open(self.nova_conf, 'a') as f:
+            f.write('available_filters = nova.scheduler.filters.all_filters\n'
+                    'available_filters = acme.filters.RackFilter\n')
+        self._run(['stack post-config'])
+        self.assertEqual(['nova.scheduler.filters.all_filters',
+                          'acme.filters.RackFilter',
+                          'gpu_nova_ext.scheduler.filters.all_filters'],
+                         self._nova(self.nova_conf)
+                         .filter_scheduler.available_filters)
+
     def test_second_post_config_does_not_duplicate(self):
         self._run(['stack post-config', 'stack post-config'])
         fs = self._nova(self.nova_conf).filter_scheduler
