@@ -261,3 +261,19 @@ class TestDevstackPlugin(testtools.TestCase):
         # what was there stays
         with open(self.cpu_conf) as f:
             self.assertIn('compute_driver = libvirt.LibvirtDriver', f.read())
+        # this node also runs nova-api/scheduler: they get the aliases
+        api = self._nova(self.nova_conf)
+        self.assertEqual(self.generated.values('pci', 'alias'),
+                         api.pci.alias)
+        self.assertTrue(api.filter_scheduler.pci_in_placement)
+
+    def test_generated_nova_conf_legacy_pci(self):
+        calls = self._run(['stack post-config'],
+                          GPU_NOVA_EXT_GENERATE_NOVA_CONF='True',
+                          GPU_NOVA_EXT_PCI_IN_PLACEMENT='False',
+                          ENABLED_SERVICES='n-cpu')
+        cli = [c for c in calls if c.startswith('gpu-nova-ext ')]
+        self.assertIn('--no-pci-in-placement', cli[0])
+        # a compute-only node leaves nova.conf alone
+        with open(self.nova_conf) as f:
+            self.assertNotIn('alias', f.read())

@@ -52,6 +52,20 @@ class TestDocs(testtools.TestCase):
                     continue
                 self.assertIn(var, defined, '%s names %s' % (name, var))
 
+    def test_every_devstack_variable_documented(self):
+        with open(os.path.join(TOP, 'devstack', 'settings')) as f:
+            defined = set(re.findall(r'^(GPU_NOVA_EXT_[A-Z_]+)=', f.read(),
+                                     re.M))
+        text = read('install.rst').replace(
+            '<NAME>_WEIGHT_MULTIPLIER', '{W}_WEIGHT_MULTIPLIER')
+        documented = set(re.findall(r'GPU_NOVA_EXT_[A-Z_{}]+', text))
+        for name in list(documented):
+            if '{W}' in name:
+                documented |= {name.format(W=w) for w in (
+                    'PACKING', 'UTILIZATION', 'THERMAL', 'POWER',
+                    'CAPABILITY', 'AVOIDANCE')}
+        self.assertEqual(set(), defined - documented)
+
     def test_config_options_exist(self):
         conf = cfg.ConfigOpts()
         gconf.register_opts(conf)
