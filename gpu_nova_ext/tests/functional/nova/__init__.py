@@ -5,6 +5,7 @@ Placement (libvirt driver on Nova's fakelibvirt), with gpu_nova_ext's
 filters and weighers enabled through nova.conf and our agent writing to
 that Placement and casting its state through the harness's transport.
 
-Importing ``nova.tests`` applies Nova's eventlet monkey patching to the
-whole test process (Nova's harness runs that way by default).
+Nova runs here in its native threading mode (``gpu_nova_ext/tests``
+sets that up before anything imports Nova): no eventlet monkey patching
+of the test process.
 """
