@@ -336,3 +336,18 @@ class TwoVGPUHostsTest(base.GpuVGPUTestBase):
             self.assertEqual(2, len(payload['gpus']))
         host, _ = self._boot_and_report(dict(VGPU, **{'gpu:model': 'A100'}))
         self.assertIn(host, ('host1', 'host2'))
+
+    def test_first_gpu_request_after_scheduler_restart(self):
+        """The first GPU request of a new scheduler process finds state.
+
+        Its listener starts with that request; [gpu_scheduler]
+        startup_state_wait lets the agents' answers to the listener's
+        resend arrive before the hosts are judged, so a request with a
+        hard GPU constraint does not meet missing_state_policy=fail.
+        """
+        self._restart_scheduler_cache()
+        host, rp = self._boot_and_report(
+            dict(VGPU, **{'gpu:model': 'A100', 'gpu:memory_min': '4GB'}))
+        self.assertIn(host, ('host1', 'host2'))
+        self.assertIn(rp, (self.pgpu(host, base.PGPU0),
+                           self.pgpu(host, base.PGPU1)))
