@@ -7,7 +7,7 @@ GPU, how Nova offers it and writes the options Nova needs for that:
 * ``passthrough``: a ``[pci] device_spec`` entry for the GPU's address
   tagged with a per-model ``resource_class`` (``CUSTOM_GPU_<MODEL>``) and
   our static traits (vendor, model, memory, CUDA capability, driver branch,
-  mode, MIG), ``managed=yes``, ``live_migratable=no``; one ``[pci] alias``
+  mode, MIG), ``managed=yes`` (no ``live_migratable`` tag); one ``[pci] alias``
   per model (``gpu-<model>``).  Nova replaces the trait set of its PCI
   providers from these tags on every update, so the device_spec is the
   only place where such a provider's traits can come from.
@@ -232,7 +232,9 @@ def _passthrough(gpu: base.Gpu, drop: DropIn, aliases: dict,
         'resource_class': rc,
         'traits': ','.join(static_traits(gpu, naming.MODE_PASSTHROUGH)),
         'managed': 'yes',
-        'live_migratable': 'no',
+        # No live_migratable tag: Nova refuses to start on libvirt < 10 or
+        # QEMU < 8.2.2 whenever the tag is present, even as "no", and not
+        # live-migratable is already its default for passthrough.
     })
     drop.add('pci', 'device_spec', _json(spec))
     name = alias_name(gpu.model)

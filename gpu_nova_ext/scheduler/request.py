@@ -277,11 +277,12 @@ def _alias_specs(alias_value: str) -> list[dict]:
     conf_aliases = tuple(nova.conf.CONF.pci.alias)
     aliases = _alias_memo.get(conf_aliases)
     if aliases is None:
-        # Nova memoizes the parsed aliases for the life of the process;
-        # the option changed since (a reload, another test), so re-parse.
+        # Nova memoizes the parsed aliases for the life of the process,
+        # whatever the option says later (a reload, another test): parse
+        # the value we are looking at (once per distinct value).
         cache_clear = getattr(pci_request.get_alias_from_config,
                               'cache_clear', None)
-        if cache_clear is not None and _alias_memo:
+        if cache_clear is not None:
             cache_clear()
         try:
             aliases = pci_request.get_alias_from_config()

@@ -62,7 +62,8 @@ class TestGenerate(testtools.TestCase):
         self.assertEqual(('10de', '20b5'),
                          (spec['vendor_id'], spec['product_id']))
         self.assertEqual('yes', spec['managed'])
-        self.assertEqual('no', spec['live_migratable'])
+        # present at all, nova-compute needs libvirt >= 10 / QEMU >= 8.2.2
+        self.assertNotIn('live_migratable', spec)
         traits = spec['traits'].split(',')
         for trait in ('CUSTOM_GPU_VENDOR_NVIDIA',
                       'CUSTOM_GPU_MODEL_A100_80GB_PCIE',
@@ -90,7 +91,8 @@ class TestGenerate(testtools.TestCase):
             parsed = devspec.PciDeviceSpec(dict(spec))
             tags = parsed.get_tags()
             self.assertIn(tags['managed'], ('true', 'false'))
-            self.assertIn(tags['live_migratable'], ('true', 'false'))
+            self.assertIn(tags.get('live_migratable', 'false'),
+                          ('true', 'false'))
 
     def test_aliases_valid_for_nova(self):
         for alias in self.aliases.values():
