@@ -133,7 +133,10 @@ def _server_name(conf: cfg.ConfigOpts) -> str:
 def _cast(client: messaging.RPCClient, method: str, **kwargs) -> bool:
     """Cast, logging (never raising) when the broker cannot take it."""
     try:
-        client.cast({}, method, **kwargs)
+        # Fanout per cast, as Nova does (prepare(fanout=True)): a client
+        # whose Target is fanout cannot be turned into a call, which
+        # Nova's functional harness does to every cast.
+        client.prepare(fanout=True).cast({}, method, **kwargs)
     except Exception as exc:
         # MessageDeliveryFailure, ClientSendError, kombu/socket errors:
         # oslo.messaging reconnects on the next attempt.
@@ -331,7 +334,7 @@ class SchedulerStateServer(_RpcServer):
     def _ask_resend(self, transport: messaging.Transport) -> None:
         client = messaging.get_rpc_client(
             transport,
-            messaging.Target(topic=self._agent_topic, fanout=True,
+            messaging.Target(topic=self._agent_topic,
                              version=RPC_API_VERSION),
             retry=CAST_RETRY)
         if _cast(client, 'resend_gpu_state'):
@@ -383,7 +386,7 @@ class AgentStateClient(_RpcServer):
                 self._client = messaging.get_rpc_client(
                     self._client_transport,
                     messaging.Target(topic=self._scheduler_topic,
-                                     fanout=True, version=RPC_API_VERSION),
+                                     version=RPC_API_VERSION),
                     retry=CAST_RETRY)
                 self._client_pid = os.getpid()
             return self._client

@@ -176,8 +176,8 @@ class GpuAgentMixin:
     AGENT_MODE = 'annotate'
 
     # Nova's harness turns every RPC cast into a call by default
-    # (CastAsCallFixture), which oslo.messaging refuses for our fanout
-    # targets: keep casts real casts, as in production.
+    # (CastAsCallFixture): keep casts real casts, as in production, so the
+    # agent's state cast is asynchronous here too.
     CAST_AS_CALL = False
 
     def setUp(self):
