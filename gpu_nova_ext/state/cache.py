@@ -18,7 +18,15 @@ and attribute reads:
 
 A host's state is live for ``[gpu_scheduler] state_ttl`` seconds after it
 was *received* (the scheduler's clock: agents' clocks may be skewed); an
-older ``generated_at`` never replaces a newer one.
+older ``generated_at`` never replaces a newer one, and a payload generated
+more than ``state_ttl`` ahead of this scheduler's wall clock is rejected.
+
+Between two payloads of a host usually only the GPUs' metrics change.  The
+cache keeps a host's last two :class:`HostShape` (what a payload gives
+without its metrics) under a type-exact key of that part
+(:func:`gpu_nova_ext.state.payload.static_part`): a payload with a known
+key needs only its top-level fields, metrics and size checked
+(:func:`~gpu_nova_ext.state.payload.quick_valid`) and its metrics read.
 """
 from collections.abc import Callable
 import dataclasses
@@ -59,7 +67,7 @@ _DEFAULT_MAX_BYTES = 1048576
 _DEFAULT_MAX_GPUS = 64
 
 
-def _version(value: str | None) -> tuple[int, ...] | None:
+def _parse_version(value: str | None) -> tuple[int, ...] | None:
     if not value:
         return None
     try:
@@ -68,11 +76,38 @@ def _version(value: str | None) -> tuple[int, ...] | None:
         return None
 
 
+# A fleet has few distinct models and versions: their parsed forms are
+# remembered (bounded: cleared when full).
+_MEMO_LIMIT = 4096
+_versions: dict = {}
+_models: dict = {}
+
+
+def _version(value: str | None) -> tuple[int, ...] | None:
+    found = _versions.get(value, _versions)
+    if found is _versions:
+        if len(_versions) >= _MEMO_LIMIT:
+            _versions.clear()
+        found = _versions[value] = _parse_version(value)
+    return found
+
+
+def _model(value: str) -> str:
+    found = _models.get(value)
+    if found is None:
+        if len(_models) >= _MEMO_LIMIT:
+            _models.clear()
+        found = _models[value] = naming.normalize_model(value)
+    return found
+
+
 @dataclasses.dataclass(eq=False, slots=True)
 class GpuRecord:
     """One GPU of a live payload, in the shape the plugins read."""
 
     host: str
+    # from here to unit_per_instance: what the GPU object without its
+    # metrics gives (_gpu_static), in this order
     pci_address: str
     provider_uuids: tuple[str, ...]
     vendor: str | None
@@ -86,11 +121,12 @@ class GpuRecord:
     cuda_cc: tuple[int, ...] | None
     health: str
     health_rank: int
+    free_units: float                # GPU equivalents free (0..1)
+    unit_per_instance: float         # GPU equivalents one instance takes
+    # from the metrics (_gpu_dynamic)
     utilization: float | None        # 0..1
     thermal_headroom: float | None   # degrees C below slowdown
     power_headroom: float | None     # 0..1 of the power limit left
-    free_units: float                # GPU equivalents free (0..1)
-    unit_per_instance: float         # GPU equivalents one instance takes
     state: dict[str, Any]            # the payload's GPU object
 
     def facts(self) -> dict[str, Any]:
@@ -132,9 +168,11 @@ class HostRecord:
     fact_sets: dict[str, frozenset]
     # intra-host policy -> {provider UUID: rank, 0 best}; the root
     # provider ranks last (ORDER_LAST) so that a candidate's rank is the
-    # min over its providers
+    # min over its providers.  Read them by policy ([]): the policies
+    # that depend on metrics (coolest, least_loaded) are sorted on first
+    # use (most requests use one policy), the others come precomputed.
     order: dict[str, dict[str, float]]
-    # intra-host policy -> provider UUIDs, best GPU first
+    # intra-host policy -> provider UUIDs, best GPU first (same)
     best: dict[str, tuple[str, ...]]
     # FAMILIES order -> small int id of the interned fact set (or -1):
     # filters look verdicts up by it without touching the set itself
@@ -172,12 +210,14 @@ def _capacity(gpu: dict[str, Any], mode: str | None
     return 1.0, 1.0, entry
 
 
-def build_gpu_record(host: str, gpu: dict[str, Any]) -> GpuRecord:
-    """Precompute one GPU's lookups from a validated payload entry."""
+def _gpu_static(gpu: dict[str, Any]) -> tuple:
+    """GpuRecord fields pci_address..unit_per_instance of a GPU object.
+
+    They depend on everything of the (validated) object but its metrics.
+    """
     mode = gpu.get('mode')
     free, per_instance, entry = _capacity(gpu, mode)
     health = (gpu.get('health') or {}).get('state') or 'unhealthy'
-    metrics = gpu.get('metrics') or {}
     offered = gpu.get('offered_vgpu_type')
     if mode == naming.MODE_PASSTHROUGH:
         keys = frozenset()       # a whole GPU offers no vGPU type
@@ -194,36 +234,48 @@ def build_gpu_record(host: str, gpu: dict[str, Any]) -> GpuRecord:
         effective = entry.get('framebuffer_mib') if entry else None
     else:
         effective = memory
-    util = metrics.get('utilization_pct')
-    temp = metrics.get('temperature_c')
-    slowdown = metrics.get('slowdown_temperature_c') or DEFAULT_SLOWDOWN_C
-    power = metrics.get('power_w')
-    limit = metrics.get('power_limit_w')
     if health == 'unhealthy':
         free = 0.0
-    return GpuRecord(
-        host=host,
-        pci_address=gpu['pci_address'],
-        provider_uuids=tuple(gpu.get('provider_uuids') or ()),
-        vendor=(gpu.get('vendor') or '').lower() or None,
-        model=naming.normalize_model(gpu.get('model') or ''),
-        memory_mib=memory,
-        mode=mode,
-        offered_vgpu_type=offered,
-        vgpu_type_keys=keys,
-        effective_memory_mib=effective,
-        driver=_version(gpu.get('driver_version')),
-        cuda_cc=_version(gpu.get('cuda_cc')),
-        health=health,
-        health_rank=HEALTH_RANK.get(health, 2),
-        utilization=None if util is None else util / 100.0,
-        thermal_headroom=None if temp is None else slowdown - temp,
-        power_headroom=(None if power is None or not limit
-                        else max(0.0, (limit - power) / limit)),
-        free_units=free,
-        unit_per_instance=per_instance,
-        state=gpu,
-    )
+    return (gpu['pci_address'],
+            tuple(gpu.get('provider_uuids') or ()),
+            (gpu.get('vendor') or '').lower() or None,
+            _model(gpu.get('model') or ''),
+            memory,
+            mode,
+            offered,
+            keys,
+            effective,
+            _version(gpu.get('driver_version')),
+            _version(gpu.get('cuda_cc')),
+            health,
+            HEALTH_RANK.get(health, 2),
+            free,
+            per_instance)
+
+
+_NO_METRICS = (None, None, None)
+
+
+def _gpu_dynamic(metrics: Any) -> tuple:
+    """GpuRecord fields utilization..power_headroom of validated metrics."""
+    if not metrics or metrics is schema.ABSENT:
+        return _NO_METRICS
+    get = metrics.get
+    util = get('utilization_pct')
+    temp = get('temperature_c')
+    power = get('power_w')
+    limit = get('power_limit_w')
+    return (None if util is None else util / 100.0,
+            None if temp is None
+            else (get('slowdown_temperature_c') or DEFAULT_SLOWDOWN_C) - temp,
+            (None if power is None or not limit
+             else max(0.0, (limit - power) / limit)))
+
+
+def build_gpu_record(host: str, gpu: dict[str, Any]) -> GpuRecord:
+    """Precompute one GPU's lookups from a validated payload entry."""
+    return GpuRecord(host, *_gpu_static(gpu),
+                     *_gpu_dynamic(gpu.get('metrics')), gpu)
 
 
 ORDER_LAST = float('inf')
@@ -249,24 +301,45 @@ def _order_key(policy: str) -> Callable[[GpuRecord], tuple]:
     return lambda g: (g.health_rank, g.free_units, g.pci_address)
 
 
-def _orders(gpus: tuple[GpuRecord, ...], root: str | None
-            ) -> tuple[dict[str, dict[str, float]],
-                       dict[str, tuple[str, ...]]]:
-    """Per policy: provider -> rank, and providers best first."""
-    orders = {}
-    best = {}
-    for policy in INTRA_HOST_POLICIES:
-        ranks = {}
-        if root:
-            ranks[root] = ORDER_LAST
-        ordered = sorted(gpus, key=_order_key(policy))
-        for rank, gpu in enumerate(ordered):
-            for rp in gpu.provider_uuids:
-                ranks[rp] = rank
-        orders[policy] = ranks
-        best[policy] = tuple(rp for gpu in ordered
-                             for rp in gpu.provider_uuids)
-    return orders, best
+# Intra-host policies whose order follows from the GPU objects without
+# their metrics (the rest also depend on the metrics).
+STATIC_POLICIES = ('pack', 'spread')
+
+
+class _Orders(dict):
+    """HostRecord.order or .best: a metric-dependent policy on first use.
+
+    Concurrent first uses compute the same value.
+    """
+
+    __slots__ = ('_gpus', '_root', '_item')
+
+    def __init__(self, static: dict, gpus: tuple, root: str | None,
+                 item: int) -> None:
+        super().__init__(static)
+        self._gpus = gpus
+        self._root = root
+        self._item = item     # 0: ranks (order), 1: providers (best)
+
+    def __missing__(self, policy: str):
+        if policy not in INTRA_HOST_POLICIES:
+            raise KeyError(policy)
+        value = _order(self._gpus, self._root, policy)[self._item]
+        self[policy] = value
+        return value
+
+
+def _order(gpus, root: str | None, policy: str
+           ) -> tuple[dict[str, float], tuple[str, ...]]:
+    """For one policy: provider -> rank, and providers best first."""
+    ranks = {}
+    if root:
+        ranks[root] = ORDER_LAST
+    ordered = sorted(gpus, key=_order_key(policy))
+    for rank, gpu in enumerate(ordered):
+        for rp in gpu.provider_uuids:
+            ranks[rp] = rank
+    return ranks, tuple(rp for gpu in ordered for rp in gpu.provider_uuids)
 
 
 # Equal fact sets of different hosts interned to one object, so that a
@@ -301,54 +374,142 @@ def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+class HostShape:
+    """What a validated payload gives without its GPUs' metrics.
+
+    Built from the root provider and the GPU objects (their metrics are
+    not read); :meth:`record` adds a payload's metrics.  The cache keeps a
+    host's last shapes under :func:`schema.static_part`'s key, so that a
+    payload whose GPUs changed only their metrics is checked and ingested
+    without redoing this.  Read-only once built: the records built from
+    one shape share its dicts.
+    """
+
+    __slots__ = ('gpus_size', 'statics', 'root', 'rps', 'rp_gpus',
+                 'usable_flags', 'passthrough', 'free_units', 'total_units',
+                 'idle_gpus', 'groups', 'fact_sets', 'fact_ids', 'orders',
+                 'best')
+
+    def __init__(self, gpus: list, root: str | None,
+                 gpus_size: int = -1) -> None:
+        #: compact JSON size of the GPU objects without metrics (-1: unknown)
+        self.gpus_size = gpus_size
+        self.root = root
+        self.statics = tuple(_gpu_static(g) for g in gpus)
+        # GpuRecords without metrics, for what depends on the rest only
+        protos = tuple(GpuRecord('', *s, None, None, None, None)
+                       for s in self.statics)
+        self.rps = tuple(rp for g in protos for rp in g.provider_uuids)
+        self.rp_gpus = tuple(i for i, g in enumerate(protos)
+                             for _rp in g.provider_uuids)
+        self.usable_flags = tuple(g.health_rank < 2 for g in protos)
+        usable = [g for g in protos if g.health_rank < 2]
+        self.passthrough = tuple(
+            i for i, g in enumerate(protos)
+            if g.health_rank < 2 and g.mode == naming.MODE_PASSTHROUGH
+            and gpus[i].get('assigned') is None and g.provider_uuids)
+        self.free_units = sum(g.free_units for g in usable)
+        self.total_units = float(len(usable))
+        self.idle_gpus = sum(1 for g in usable if g.free_units >= 1.0)
+        groups: dict[str, dict[Any, list[str]]] = {}
+        for gpu in protos:
+            for family, fact in gpu.facts().items():
+                groups.setdefault(family, {}).setdefault(fact, []).extend(
+                    gpu.provider_uuids)
+        self.groups = {family: {fact: tuple(rps)
+                                for fact, rps in facts.items()}
+                       for family, facts in groups.items()}
+        self.fact_sets = {family: _intern(frozenset(facts))
+                          for family, facts in groups.items()}
+        self.fact_ids = tuple(fact_set_id(self.fact_sets[f])
+                              if f in self.fact_sets else -1
+                              for f in FAMILIES)
+        self.orders = {}
+        self.best = {}
+        for policy in STATIC_POLICIES:
+            self.orders[policy], self.best[policy] = _order(protos, root,
+                                                            policy)
+
+    def record(self, payload: dict[str, Any], received_at: float,
+               metrics: list | None = None) -> HostRecord:
+        """The HostRecord of a validated payload of this shape.
+
+        :param metrics: the payload's metrics per GPU as
+            :func:`schema.static_part` gives them; None reads them from
+            the payload.
+        """
+        host = payload['host']
+        objs = payload['gpus']
+        if metrics is None:
+            metrics = [g.get('metrics') for g in objs]
+        gpus = []
+        append = gpus.append
+        # over usable GPUs, for the host-wide fallbacks
+        utils_ = []
+        thermal = []
+        power = []
+        for static, values, obj, usable in zip(self.statics, metrics, objs,
+                                               self.usable_flags):
+            # _gpu_dynamic(), inlined
+            if values and values is not schema.ABSENT:
+                get = values.get
+                util = get('utilization_pct')
+                if util is not None:
+                    util = util / 100.0
+                temp = get('temperature_c')
+                if temp is not None:
+                    temp = ((get('slowdown_temperature_c')
+                             or DEFAULT_SLOWDOWN_C) - temp)
+                watts = get('power_w')
+                limit = get('power_limit_w')
+                if watts is None or not limit:
+                    watts = None
+                else:
+                    watts = max(0.0, (limit - watts) / limit)
+                append(GpuRecord(host, *static, util, temp, watts, obj))
+                if usable:
+                    if util is not None:
+                        utils_.append(util)
+                    if temp is not None:
+                        thermal.append(temp)
+                    if watts is not None:
+                        power.append(watts)
+            else:
+                append(GpuRecord(host, *static, None, None, None, obj))
+        gpus = tuple(gpus)
+        root = self.root
+        return HostRecord(
+            host=host,
+            nodename=payload.get('nodename'),
+            root_provider_uuid=root,
+            generated_at=float(payload['generated_at']),
+            received_at=received_at,
+            payload=payload,
+            gpus=gpus,
+            by_provider=dict(zip(self.rps, map(gpus.__getitem__,
+                                               self.rp_gpus))),
+            free_units=self.free_units,
+            total_units=self.total_units,
+            idle_gpus=self.idle_gpus,
+            passthrough_unknown=(tuple(gpus[i] for i in self.passthrough)
+                                 if self.passthrough else ()),
+            mean_utilization=_mean(utils_),
+            max_thermal_headroom=max(thermal) if thermal else None,
+            max_power_headroom=max(power) if power else None,
+            groups=self.groups,
+            fact_sets=self.fact_sets,
+            fact_ids=self.fact_ids,
+            order=_Orders(self.orders, gpus, root, 0),
+            best=_Orders(self.best, gpus, root, 1),
+        )
+
+
 def build_host_record(payload: dict[str, Any],
                       received_at: float) -> HostRecord:
     """Precompute a host's lookups from a validated payload."""
-    host = payload['host']
-    gpus = tuple(build_gpu_record(host, g) for g in payload['gpus'])
-    by_provider = {}
-    groups: dict[str, dict[Any, list[str]]] = {}
-    for gpu in gpus:
-        for rp in gpu.provider_uuids:
-            by_provider[rp] = gpu
-        for family, fact in gpu.facts().items():
-            groups.setdefault(family, {}).setdefault(fact, []).extend(
-                gpu.provider_uuids)
-    usable = [g for g in gpus if g.health_rank < 2]
-    fact_sets = {family: _intern(frozenset(facts))
-                 for family, facts in groups.items()}
-    order, best = _orders(gpus, payload.get('root_provider_uuid'))
-    utils_ = [g.utilization for g in usable if g.utilization is not None]
-    thermal = [g.thermal_headroom for g in usable
-               if g.thermal_headroom is not None]
-    power = [g.power_headroom for g in usable
-             if g.power_headroom is not None]
-    return HostRecord(
-        host=host,
-        nodename=payload.get('nodename'),
-        root_provider_uuid=payload.get('root_provider_uuid'),
-        generated_at=float(payload['generated_at']),
-        received_at=received_at,
-        payload=payload,
-        gpus=gpus,
-        by_provider=by_provider,
-        free_units=sum(g.free_units for g in usable),
-        total_units=float(len(usable)),
-        idle_gpus=sum(1 for g in usable if g.free_units >= 1.0),
-        passthrough_unknown=tuple(
-            g for g in usable if g.mode == naming.MODE_PASSTHROUGH
-            and g.state.get('assigned') is None and g.provider_uuids),
-        mean_utilization=_mean(utils_),
-        max_thermal_headroom=max(thermal) if thermal else None,
-        max_power_headroom=max(power) if power else None,
-        groups={family: {fact: tuple(rps) for fact, rps in facts.items()}
-                for family, facts in groups.items()},
-        fact_sets=fact_sets,
-        fact_ids=tuple(fact_set_id(fact_sets[f]) if f in fact_sets else -1
-                       for f in FAMILIES),
-        order=order,
-        best=best,
-    )
+    return HostShape(payload['gpus'],
+                     payload.get('root_provider_uuid')).record(payload,
+                                                               received_at)
 
 
 class GpuStateCache:
@@ -358,17 +519,23 @@ class GpuStateCache:
         applied (``[gpu_scheduler]`` is read from it); None uses the
         option defaults until :meth:`configure` or :meth:`start` is called.
     :param clock: seconds, monotonic; tests inject their own.
+    :param wall_clock: seconds since the epoch, what ``generated_at`` is
+        compared with; tests inject their own.
     """
 
     def __init__(self, conf: cfg.ConfigOpts | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 wall_clock: Callable[[], float] = time.time) -> None:
         self.clock = clock
+        self.wall_clock = wall_clock
         self._conf = None
         self._lock = threading.Lock()
         self._hosts: dict[str, HostRecord] = {}
         # host, nodename and root provider UUID -> record
         self._index: dict[str, HostRecord] = {}
         self._providers: dict[str, GpuRecord] = {}
+        # host -> ((static_part key, HostShape), ...), newest first
+        self._shapes: dict[str, tuple] = {}
         self._server = None
         self._server_pid = None
         self._start_failed_pid = None
@@ -376,6 +543,7 @@ class GpuStateCache:
         # counts ingested payloads; notified on each (wait_for_state)
         self._ingested = 0
         self._arrived = threading.Condition()
+        self._waiting = 0          # threads in wait_for_state()
         self.startup_wait = 0.0
         self.ttl = _DEFAULT_TTL
         self._max_bytes = _DEFAULT_MAX_BYTES
@@ -462,8 +630,18 @@ class GpuStateCache:
         during the call (at least one must arrive), or after ``timeout``
         seconds.  Real time, not the injectable clock.
         """
+        with self._arrived:
+            self._waiting += 1
         start = self._ingested
         deadline = time.monotonic() + timeout
+        try:
+            self._wait_quiet(start, deadline, quiet)
+        finally:
+            with self._arrived:
+                self._waiting -= 1
+        return self._ingested - start
+
+    def _wait_quiet(self, start: int, deadline: float, quiet: float) -> None:
         with self._arrived:
             while True:
                 now = time.monotonic()
@@ -476,7 +654,6 @@ class GpuStateCache:
                 self._arrived.wait(min(quiet, deadline - now))
                 if self._ingested == seen:
                     break
-        return self._ingested - start
 
     # -- ingestion -------------------------------------------------------
 
@@ -484,48 +661,106 @@ class GpuStateCache:
         """Validate and ingest one payload; False when it is rejected.
 
         A malformed payload is dropped with one warning and leaves every
-        other host's state as it was; a payload whose ``generated_at`` is
-        older than the one held is ignored (logged at debug).
+        other host's state as it was, and so is a payload generated more
+        than ``state_ttl`` ahead of this scheduler's wall clock (its
+        ``generated_at`` would keep every later payload of the host out);
+        a payload whose ``generated_at`` is older than the one held is
+        ignored (logged at debug).
+
+        The payload is handed over: the cache keeps it as the host's
+        state (do not change it afterwards) and takes the GPUs' metrics
+        out of it for a moment while reading it (put back in place).
         """
+        shape = None
+        metrics = None
+        part = schema.static_part(payload)
+        if part is not None:
+            key, metrics = part
+            host = payload.get('host')
+            if host.__class__ is str:
+                for known_key, known in self._shapes.get(host, ()):
+                    if known_key == key:
+                        shape = known
+                        break
+        if shape is None or not schema.quick_valid(
+                payload, metrics, shape.gpus_size, self._max_bytes,
+                self._max_gpus):
+            try:
+                gpus_size = schema.check(payload, self._max_bytes,
+                                         self._max_gpus)
+            except exception.InvalidStatePayload as exc:
+                LOG.warning('%s', exc)
+                return False
+        host = payload['host']
         try:
-            schema.validate(payload, self._max_bytes, self._max_gpus)
-        except exception.InvalidStatePayload as exc:
-            LOG.warning('%s', exc)
+            generated_at = float(payload['generated_at'])
+            if shape is None:
+                shape = HostShape(payload['gpus'],
+                                  payload.get('root_provider_uuid'),
+                                  gpus_size)
+                if part is not None:
+                    # the host's last two shapes: a GPU whose health or
+                    # free vGPUs flip between two states keeps a match
+                    shapes = self._shapes.get(host, ())
+                    self._shapes[host] = ((key, shape),) + shapes[:1]
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
+            LOG.warning('Rejected GPU state payload from %(host)s: %(err)s',
+                        {'host': host, 'err': exc})
+            return False
+        wall = self.wall_clock()
+        if generated_at > wall + self.ttl:
+            LOG.warning('Rejected GPU state payload from %(host)s: '
+                        'generated_at %(at).3f is %(ahead).0f s ahead of '
+                        'this scheduler\'s clock, more than [gpu_scheduler] '
+                        'state_ttl (%(ttl)s s). Synchronize the clocks of '
+                        'that host and this scheduler (NTP).',
+                        {'host': host, 'at': generated_at,
+                         'ahead': generated_at - wall, 'ttl': self.ttl})
             return False
         try:
-            record = build_host_record(payload, self.clock())
+            record = shape.record(payload, self.clock(), metrics)
         except (KeyError, TypeError, ValueError) as exc:
             LOG.warning('Rejected GPU state payload from %(host)s: %(err)s',
-                        {'host': payload.get('host'), 'err': exc})
+                        {'host': host, 'err': exc})
             return False
         with self._lock:
-            old = self._hosts.get(record.host)
+            old = self._hosts.get(host)
             if old is not None and record.generated_at < old.generated_at:
                 LOG.debug('Ignored GPU state of %(host)s generated at '
                           '%(new)s: holding newer state from %(old)s',
-                          {'host': record.host, 'new': record.generated_at,
+                          {'host': host, 'new': record.generated_at,
                            'old': old.generated_at})
                 return False
             if old is not None:
                 old.replaced = True
-                for name in old.names():
-                    if self._index.get(name) is old:
-                        del self._index[name]
-                for rp, gpu in old.by_provider.items():
-                    if self._providers.get(rp) is gpu:
-                        del self._providers[rp]
-            self._hosts[record.host] = record
-            for name in record.names():
-                self._index[name] = record
+                if (old.root_provider_uuid != record.root_provider_uuid
+                        or old.nodename != record.nodename):
+                    for name in old.names():
+                        if self._index.get(name) is old:
+                            del self._index[name]
+                # providers the new record names anyway are overwritten
+                if old.by_provider.keys() != record.by_provider.keys():
+                    for rp, gpu in old.by_provider.items():
+                        if self._providers.get(rp) is gpu:
+                            del self._providers[rp]
+            self._hosts[host] = record
+            index = self._index
+            index[host] = record
+            if record.nodename:
+                index[record.nodename] = record
+            if record.root_provider_uuid:
+                index[record.root_provider_uuid] = record
             self._providers.update(record.by_provider)
-        with self._arrived:
             self._ingested += 1
-            self._arrived.notify_all()
+        if self._waiting:
+            with self._arrived:
+                self._arrived.notify_all()
         return True
 
     def remove(self, host: str) -> None:
         """Forget a host's state (tools, tests)."""
         with self._lock:
+            self._shapes.pop(host, None)
             old = self._hosts.pop(host, None)
             if old is None:
                 return

@@ -6,8 +6,17 @@ sizes.  It raises :class:`gpu_nova_ext.exception.InvalidStatePayload`
 naming the host and the first problem found.  Fields that need NVML (model,
 memory, driver, metrics...) may be null; unknown extra fields are allowed
 so that a later 1.x agent can add some.
+
+The scheduler's cache ingests every host's payload every few seconds and
+most of a payload does not change between two of them: :func:`static_part`
+gives a type-exact key of everything but the GPUs' metrics, and
+:func:`quick_valid` checks only what remains (the top-level fields, the
+metrics and the size) of a payload whose static part the cache found
+valid before.  Whatever the quick check is unsure of goes to
+:func:`validate`, which alone words the errors.
 """
 import json
+import marshal
 import math
 from typing import Any
 
@@ -37,6 +46,32 @@ METRIC_RANGES = {
     'power_w': (0.0, None),
     'power_limit_w': (0.0, None),
 }
+
+
+# Upper bounds of JSON sizes (compact separators, ensure_ascii): a float's
+# repr is at most 24 characters; quick_valid() takes ints only within
+# +-_QUICK_NUM (at most 17 characters) and leaves bigger ones to validate().
+_NUM_SIZE = 24
+_QUICK_NUM = 1e15
+_FLOAT_MAX = 1.7976931348623157e308
+TOP_KEYS = frozenset(['version', 'host', 'nodename', 'generated_at',
+                      'agent_mode', 'root_provider_uuid', 'gpus'])
+# '{', '}' and per key '"key":' plus a comma; the scalar values: the
+# version, agent mode and generated_at
+_TOP_SIZE = (1 + sum(len(k) + 4 for k in TOP_KEYS)
+             + len(VERSION) + 2 + max(len(m) for m in AGENT_MODES) + 2
+             + _NUM_SIZE)
+# ',"metrics":' inserted into a GPU object
+_METRICS_ENTRY = len(',"metrics":')
+# metric name -> (lowest, highest, size of '"name":<number>,'), the range
+# clipped to +-_QUICK_NUM
+_QUICK_METRICS = {
+    name: (-_QUICK_NUM if lo is None else lo,
+           _QUICK_NUM if hi is None else hi,
+           len(name) + 4 + _NUM_SIZE)
+    for name, (lo, hi) in METRIC_RANGES.items()}
+# a GPU object without metrics: static_part()
+ABSENT = object()
 
 
 class _Invalid(Exception):
@@ -176,6 +211,36 @@ def validate(payload: Any, max_payload_bytes: int,
         payload's JSON encoding must not be larger.
     :param max_gpus_per_host: ``[gpu_scheduler] max_gpus_per_host``.
     """
+    check(payload, max_payload_bytes, max_gpus_per_host)
+
+
+def check(payload: Any, max_payload_bytes: int,
+          max_gpus_per_host: int) -> int:
+    """:func:`validate`, returning :func:`static_size` (-1: unknown).
+
+    A quick pass accepts the payloads it is sure of (plain JSON types,
+    known keys, an upper bound of the JSON size within the limit); the
+    rest, and every error, go through the exact checks.
+    """
+    size = -1
+    if payload.__class__ is dict:
+        gpus = payload.get('gpus')
+        if gpus.__class__ is list:
+            size = static_size(payload)
+            if (size >= 0
+                    and len({g['pci_address'] for g in gpus}) == len(gpus)
+                    and quick_valid(payload,
+                                    [g.get('metrics', ABSENT) for g in gpus],
+                                    size, max_payload_bytes,
+                                    max_gpus_per_host)):
+                return size
+    _validate(payload, max_payload_bytes, max_gpus_per_host)
+    return size
+
+
+def _validate(payload: Any, max_payload_bytes: int,
+              max_gpus_per_host: int) -> None:
+    """The exact checks, in the order their errors are reported."""
     host = '<unknown host>'
     if isinstance(payload, dict) and isinstance(payload.get('host'), str):
         host = payload['host'][:MAX_STRING] or host
@@ -220,3 +285,291 @@ def validate(payload: Any, max_payload_bytes: int,
             seen.add(gpu['pci_address'])
     except _Invalid as exc:
         raise exception.InvalidStatePayload(host=host, reason=str(exc))
+
+
+def static_part(payload: Any) -> tuple[bytes, list] | None:
+    """The static key of a payload and its GPUs' metrics, or None.
+
+    The key (a marshal) stands for the root provider UUID and the GPU
+    objects without their ``metrics``, type-exactly: two payloads with the
+    same key have equal values of the same types there (``1``, ``1.0`` and
+    ``True`` differ; subclasses are refused), so a verdict of
+    :func:`validate` on that part holds for both.  ``metrics`` has one
+    entry per GPU (:data:`ABSENT` where the GPU object has none).  None
+    when the payload is not a dict of plain dicts (let :func:`validate`
+    judge it).
+
+    The metrics are taken out of the GPU objects while the key is made and
+    put back where they were (copies would hold references, and marshal
+    marks objects referenced more than once: the key would depend on
+    them).
+    """
+    if payload.__class__ is not dict:
+        return None
+    gpus = payload.get('gpus')
+    if gpus.__class__ is not list:
+        return None
+    metrics = []
+    taken = []
+    try:
+        for gpu in gpus:
+            if gpu.__class__ is not dict:
+                return None
+            if 'metrics' in gpu:
+                # where to put them back (-1: last, the agent's order)
+                position = (-1 if next(reversed(gpu)) == 'metrics'
+                            else list(gpu).index('metrics'))
+                values = gpu.pop('metrics')
+            else:
+                position, values = -1, ABSENT
+            # every GPU object held alike: marshal marks those held twice
+            taken.append((gpu, position, values))
+            metrics.append(values)
+        try:
+            key = marshal.dumps((payload.get('root_provider_uuid'), gpus),
+                                4)
+        except ValueError:
+            return None
+    finally:
+        for gpu, position, values in taken:
+            if values is ABSENT:
+                pass
+            elif position < 0:
+                gpu['metrics'] = values
+            else:
+                items = list(gpu.items())
+                items.insert(position, ('metrics', values))
+                gpu.clear()
+                gpu.update(items)
+    return key, metrics
+
+
+_GPU_STRINGS = ('vendor', 'model', 'uuid', 'mode', 'offered_vgpu_type')
+_GPU_KEYS = frozenset(('pci_address', 'vfs', 'provider_uuids', 'memory_mib',
+                       'numa_node', 'driver_version', 'cuda_cc',
+                       'vgpu_types', 'mig', 'health', 'metrics', 'assigned')
+                      + _GPU_STRINGS)
+_VGPU_TYPE_KEYS = frozenset(('id', 'name', 'framebuffer_mib', 'available',
+                             'max'))
+_MIG_KEYS = frozenset(('capable', 'enabled'))
+_HEALTH_KEYS = frozenset(('state', 'reasons'))
+# Per key: '"key":', a comma and room for a number, a boolean, null or
+# the quotes of a string; below, a string adds 12 bytes per character,
+# a list or object its own bound.
+_GPU_KEYS_SIZE = sum(len(k) + 4 + _NUM_SIZE for k in _GPU_KEYS - {'metrics'})
+_VGPU_TYPE_SIZE = 3 + sum(len(k) + 4 + _NUM_SIZE for k in _VGPU_TYPE_KEYS)
+
+
+def _quick_str_list(value: Any, limit: int) -> int:
+    """JSON size bound of a valid list of non-empty strings, or -1."""
+    if value.__class__ is not list or len(value) > limit:
+        return -1
+    size = 2
+    for item in value:
+        if item.__class__ is not str or not 0 < len(item) <= MAX_STRING:
+            return -1
+        size += len(item) * 12 + 3
+    return size
+
+
+# driver and CUDA versions seen valid (a fleet has few), bounded
+_good_versions: dict[str, set] = {'driver_version': set(), 'cuda_cc': set()}
+
+
+def _version_ok(key: str, value: str) -> bool:
+    if key == 'driver_version':
+        ok = all(p.isdigit() for p in value.split('.'))
+    else:
+        ok = (value.count('.') == 1 and value.replace('.', '').isdigit())
+    if ok:
+        known = _good_versions[key]
+        if len(known) >= 4096:
+            known.clear()
+        known.add(value)
+    return ok
+
+
+def _quick_gpu(gpu: Any) -> int:
+    """JSON size bound of a valid GPU object without its metrics, or -1.
+
+    -1 also where this is unsure (unknown keys, subclasses, big ints): the
+    metrics are checked by quick_valid().
+    """
+    if gpu.__class__ is not dict or not gpu.keys() <= _GPU_KEYS:
+        return -1
+    get = gpu.get
+    size = 2 + _GPU_KEYS_SIZE
+    value = get('pci_address')
+    if value.__class__ is not str or not 0 < len(value) <= MAX_STRING:
+        return -1
+    size += len(value) * 12
+    part = _quick_str_list(get('provider_uuids'), MAX_PROVIDERS)
+    if part < 0:
+        return -1
+    size += part
+    value = get('vfs')
+    if value is not None:
+        part = _quick_str_list(value, MAX_VFS)
+        if part < 0:
+            return -1
+        size += part
+    for key in _GPU_STRINGS:
+        value = get(key)
+        if value is not None:
+            if value.__class__ is not str or len(value) > MAX_STRING:
+                return -1
+            size += len(value) * 12
+    for key, lowest in (('memory_mib', 0), ('numa_node', -1)):
+        value = get(key)
+        if value is not None and (value.__class__ is not int
+                                  or not lowest <= value <= _QUICK_NUM):
+            return -1
+    for key in ('driver_version', 'cuda_cc'):
+        value = get(key)
+        if value is not None:
+            if value.__class__ is not str or len(value) > MAX_STRING:
+                return -1
+            if value and value not in _good_versions[key]:
+                if not _version_ok(key, value):
+                    return -1
+            size += len(value) * 12
+    types = get('vgpu_types')
+    if types is not None:
+        if types.__class__ is not list or len(types) > MAX_VGPU_TYPES:
+            return -1
+        for vtype in types:
+            if (vtype.__class__ is not dict
+                    or not vtype.keys() <= _VGPU_TYPE_KEYS):
+                return -1
+            value = vtype.get('id')
+            if value.__class__ is not str or not 0 < len(value) \
+                    <= MAX_STRING:
+                return -1
+            size += len(value) * 12
+            value = vtype.get('name')
+            if value is not None:
+                if value.__class__ is not str or len(value) > MAX_STRING:
+                    return -1
+                size += len(value) * 12
+            for key in ('framebuffer_mib', 'available', 'max'):
+                value = vtype.get(key)
+                if value is not None and (value.__class__ is not int
+                                          or not 0 <= value <= _QUICK_NUM):
+                    return -1
+        size += 2 + len(types) * _VGPU_TYPE_SIZE
+    mig = get('mig')
+    if mig is not None:
+        if mig.__class__ is not dict or not mig.keys() <= _MIG_KEYS:
+            return -1
+        for value in mig.values():
+            if value is not None and value is not True and value \
+                    is not False:
+                return -1
+        size += 40
+    health = get('health')
+    if health.__class__ is not dict or not health.keys() <= _HEALTH_KEYS:
+        return -1
+    value = health.get('state')
+    if value.__class__ is not str or value not in HEALTH_STATES:
+        return -1
+    value = health.get('reasons')
+    if value is None:
+        part = 4
+    else:
+        part = _quick_str_list(value, MAX_REASONS)
+        if part < 0:
+            return -1
+    size += 40 + part
+    value = get('assigned')
+    if value is not None and value is not True and value is not False:
+        return -1
+    return size
+
+
+def static_size(payload: dict) -> int:
+    """JSON size bound of the GPU objects of a payload without metrics.
+
+    -1 when unsure (then :func:`quick_valid` always is).
+    """
+    size = 2
+    for gpu in payload['gpus']:
+        part = _quick_gpu(gpu)
+        if part < 0:
+            return -1
+        size += part + 1
+    return size
+
+
+def _str_size(value: str) -> int:
+    # JSON escapes an ASCII character in at most 6 bytes (\u001f), any
+    # other in at most 12 (a surrogate pair)
+    return len(value) * (6 if value.isascii() else 12) + 2
+
+
+def quick_valid(payload: dict, metrics: list, gpus_size: int,
+                max_payload_bytes: int, max_gpus_per_host: int) -> bool:
+    """True when ``payload`` is valid; False: unsure, ask :func:`validate`.
+
+    Only for a payload whose :func:`static_part` (its key) passed
+    :func:`validate` before: checks the rest, i.e. the top-level fields,
+    the metrics, the GPU count and an upper bound of the JSON size.
+
+    :param metrics: the third item of :func:`static_part`.
+    :param gpus_size: :func:`static_size` of the static part.
+    """
+    if gpus_size < 0:
+        return False
+    if not payload.keys() <= TOP_KEYS:
+        return False     # unknown top-level fields: validate() sizes them
+    get = payload.get
+    version = get('version')
+    if version.__class__ is not str or version not in SUPPORTED_VERSIONS:
+        return False
+    host = get('host')
+    if host.__class__ is not str or not 0 < len(host) <= MAX_STRING:
+        return False
+    size = _TOP_SIZE + gpus_size + _str_size(host)
+    for key in ('nodename', 'root_provider_uuid'):
+        value = get(key)
+        if value is None:
+            size += 4
+        elif value.__class__ is str and len(value) <= MAX_STRING:
+            size += _str_size(value)
+        else:
+            return False
+    mode = get('agent_mode')
+    if mode is not None and (mode.__class__ is not str
+                             or mode not in AGENT_MODES):
+        return False
+    at = get('generated_at')
+    cls = at.__class__
+    if not ((cls is float and 0.0 <= at <= _FLOAT_MAX)
+            or (cls is int and 0 <= at <= _QUICK_NUM)):
+        return False
+    if len(metrics) > max_gpus_per_host:
+        return False
+    known = _QUICK_METRICS
+    for values in metrics:
+        if values.__class__ is dict:
+            size += _METRICS_ENTRY + 2
+            for name, value in values.items():
+                bounds = known.get(name)
+                if bounds is None:
+                    if name.__class__ is not str:
+                        return False
+                    bounds = (-_QUICK_NUM, _QUICK_NUM,
+                              _str_size(name) + 2 + _NUM_SIZE)
+                lowest, highest, width = bounds
+                cls = value.__class__
+                if cls is float or cls is int:
+                    # also false for NaN
+                    if not lowest <= value <= highest:
+                        return False
+                elif value is not None:
+                    return False
+                size += width
+        elif values is None:
+            size += _METRICS_ENTRY + 4
+        elif values is not ABSENT:
+            return False
+    return size <= max_payload_bytes

@@ -1,6 +1,10 @@
 """The scheduler-side GPU state cache."""
+import copy
+import dataclasses
+import json
 import logging
 import os
+import random
 import threading
 import time
 
@@ -139,6 +143,132 @@ class TestCache(testtools.TestCase):
         self.assertEqual([], self.cache.hosts())
         self.assertFalse(self.cache.is_gpu_provider(
             no.rp_uuid('a', no.pci(0))))
+
+    def test_far_future_generated_at_is_rejected(self):
+        # it would keep every later (older) payload of the host out
+        wall = Clock(1764430000.0)
+        self.conf.set_override('state_ttl', 30, 'gpu_scheduler')
+        cache = state_cache.GpuStateCache(self.conf, clock=self.clock,
+                                          wall_clock=wall)
+        self.assertFalse(cache.update(self._payload('a', wall.now + 31)))
+        self.assertIsNone(cache.get('a'))
+        lines = [line for line in self.log.output.splitlines()
+                 if 'ahead of this scheduler' in line]
+        self.assertEqual(1, len(lines))
+        self.assertIn('from a', lines[0])
+        self.assertIn('state_ttl (30', lines[0])
+        # the next normal payload gets in; skew within state_ttl is fine
+        self.assertTrue(cache.update(self._payload('a', wall.now + 1)))
+        self.assertTrue(cache.update(self._payload('a', wall.now + 29)))
+        wall.now += 100
+        self.assertTrue(cache.update(self._payload('a', wall.now + 30)))
+        self.assertEqual(1, self.log.output.count('ahead of this scheduler'))
+
+    def _records_equal(self, expected, got):
+        skip = {'received_at', 'memo', 'replaced', 'order', 'best'}
+        for field in dataclasses.fields(state_cache.HostRecord):
+            if field.name in skip:
+                continue
+            want = getattr(expected, field.name)
+            have = getattr(got, field.name)
+            if field.name in ('gpus', 'passthrough_unknown'):
+                self.assertEqual(len(want), len(have))
+                for g1, g2 in zip(want, have):
+                    self.assertEqual(dataclasses.astuple(g1),
+                                     dataclasses.astuple(g2))
+            elif field.name == 'by_provider':
+                self.assertEqual(
+                    {rp: g.pci_address for rp, g in want.items()},
+                    {rp: g.pci_address for rp, g in have.items()})
+                for rp, gpu in have.items():
+                    self.assertIn(gpu, got.gpus)
+            else:
+                self.assertEqual(want, have, field.name)
+        for policy in state_cache.INTRA_HOST_POLICIES:
+            self.assertEqual(expected.order[policy], got.order[policy])
+            self.assertEqual(expected.best[policy], got.best[policy])
+        self.assertRaises(KeyError, got.order.__getitem__, 'sideways')
+
+    def test_known_shape_builds_the_same_records(self):
+        # payloads whose GPUs changed only their metrics reuse the host's
+        # shape: their records must be what a full build gives
+        rng = random.Random(3)
+        gpus = [no.gpu_state('a', 0, available=2, max_instances=8),
+                no.gpu_state('a', 1, mode='passthrough'),
+                no.gpu_state('a', 2, mode='passthrough', assigned=False),
+                no.gpu_state('a', 3, health='degraded'),
+                no.gpu_state('a', 4, health='unhealthy')]
+        calls = []
+        real_check = state_cache.schema.check
+        self.useFixture(fixtures.MonkeyPatch(
+            'gpu_nova_ext.state.payload.check',
+            lambda *a: calls.append(1) or real_check(*a)))
+        for i in range(30):
+            payload = copy.deepcopy(no.payload('a', gpus,
+                                               generated_at=100.0 + i))
+            for gpu in payload['gpus']:
+                metrics = gpu['metrics']
+                for name in ('utilization_pct', 'temperature_c',
+                             'power_w', 'power_limit_w',
+                             'slowdown_temperature_c'):
+                    metrics[name] = rng.choice(
+                        [None, 0, rng.uniform(0, 100),
+                         rng.randrange(0, 100)])
+                if rng.random() < 0.1:
+                    gpu['metrics'] = None
+                elif rng.random() < 0.1:
+                    del gpu['metrics']
+            self.assertTrue(self.cache.update(payload))
+            self._records_equal(
+                state_cache.build_host_record(copy.deepcopy(payload), 0.0),
+                self.cache.host_record('a'))
+        # one full check: the first payload; the rest took the quick path
+        self.assertEqual(1, len(calls))
+
+    def test_known_shape_keeps_every_check(self):
+        self.assertTrue(self.cache.update(self._payload('a', 100.0)))
+        at = [100.0]
+
+        def bad(mutate):
+            at[0] += 1
+            payload = self._payload('a', at[0])
+            mutate(payload)
+            return payload
+
+        gpu = lambda p: p['gpus'][0]     # noqa: E731
+        for mutate in (
+                lambda p: gpu(p)['mig'].update(capable=1),
+                lambda p: gpu(p).update(numa_node=False),
+                lambda p: gpu(p).update(memory_mib=81920.0),
+                lambda p: gpu(p)['vgpu_types'][0].update(available=True),
+                lambda p: gpu(p).update(assigned=0),
+                lambda p: gpu(p)['metrics'].update(temperature_c=True),
+                lambda p: gpu(p)['metrics'].update(utilization_pct=100.5),
+                lambda p: gpu(p)['metrics'].update(power_w=float('inf')),
+                lambda p: gpu(p)['metrics'].update(power_w=float('nan')),
+                lambda p: gpu(p)['metrics'].update(x='1'),
+                lambda p: gpu(p).update(metrics=[]),
+                lambda p: p.update(generated_at=True),
+                lambda p: p.update(version='1.1'),
+                lambda p: p.update(host='a' * 256),
+                lambda p: p.update(agent_mode='both'),
+                lambda p: p['gpus'].append(copy.deepcopy(gpu(p)))):
+            self.assertFalse(self.cache.update(bad(mutate)))
+        self.assertEqual(100.0, self.cache.get('a')['generated_at'])
+        # the limits apply to known shapes too
+        payload = self._payload('a', 200.0)
+        size = len(json.dumps(payload, separators=(',', ':')))
+        self.conf.set_override('max_payload_bytes', size - 1,
+                               'gpu_scheduler')
+        self.cache.configure(self.conf)
+        self.assertFalse(self.cache.update(payload))
+        self.conf.set_override('max_payload_bytes', size, 'gpu_scheduler')
+        self.cache.configure(self.conf)
+        self.assertTrue(self.cache.update(payload))
+        self.conf.set_override('max_gpus_per_host', 1, 'gpu_scheduler')
+        self.cache.configure(self.conf)
+        self.assertFalse(self.cache.update(self._payload('a', 300.0)))
+        self.assertEqual(200.0, self.cache.get('a')['generated_at'])
 
 
 class TestWaitForState(testtools.TestCase):

@@ -1,5 +1,7 @@
 """The state payload schema (DESIGN section 5)."""
 import copy
+import json
+import random
 
 import testtools
 
@@ -137,3 +139,185 @@ class TestValidate(testtools.TestCase):
         payload = _good()
         payload['gpus'][0]['metrics'] = {'x': object()}
         self._reject(payload, 'not JSON-serialisable')
+
+
+def _variants():
+    """Valid payloads of many forms, and malformed ones, for TestQuick."""
+    rng = random.Random(7)
+    good = []
+    p = _good()
+    good.append(p)
+    p = _good()
+    p['gpus'][0]['metrics'] = None
+    del p['gpus'][1]['metrics']
+    good.append(p)
+    p = _good()
+    p['gpus'][0]['metrics']['fan_speed_pct'] = 40
+    p['gpus'][0]['metrics']['\u00e9nergie'] = 1e300
+    p['gpus'][1]['model'] = 'A100 \u2014 \U0001f600 "80GB"\\\n'
+    p['gpus'][1]['health'] = {'state': 'degraded', 'reasons': ['\x01' * 255]}
+    p['nodename'] = '\u00e9' * 255
+    good.append(p)
+    p = _good()
+    p['gpus'][0]['future_field'] = {'x': [1, 2]}     # unknown: exact path
+    p['extension'] = 'x'
+    good.append(p)
+    p = _good()
+    p['generated_at'] = 1764430000            # an int
+    p['gpus'][0]['metrics']['power_w'] = 10 ** 20
+    p['gpus'][1]['memory_mib'] = 10 ** 17
+    good.append(p)
+    p = _good()
+    for gpu in p['gpus']:
+        for key in ('vendor', 'model', 'memory_mib', 'uuid', 'mode',
+                    'driver_version', 'cuda_cc', 'numa_node', 'vfs',
+                    'vgpu_types', 'mig', 'assigned', 'offered_vgpu_type'):
+            gpu[key] = None
+    p['agent_mode'] = None
+    p['root_provider_uuid'] = None
+    good.append(p)
+    mutations = [
+        ('version', '1.0 '), ('version', 1.0), ('host', ''),
+        ('host', 'h' * 256), ('generated_at', True),
+        ('generated_at', float('inf')), ('generated_at', -0.5),
+        ('nodename', 5), ('agent_mode', 'both'), ('gpus', {}),
+        (('gpus', 0, 'numa_node'), False), (('gpus', 0, 'numa_node'), -2),
+        (('gpus', 0, 'memory_mib'), 81920.0),
+        (('gpus', 0, 'mig', 'capable'), 1),
+        (('gpus', 0, 'assigned'), 0),
+        (('gpus', 0, 'vgpu_types', 0, 'available'), True),
+        (('gpus', 0, 'vgpu_types', 0, 'max'), -1),
+        (('gpus', 0, 'vgpu_types', 0, 'id'), ''),
+        (('gpus', 0, 'provider_uuids'), ['p'] * 257),
+        (('gpus', 0, 'provider_uuids'), ['']),
+        (('gpus', 0, 'vfs'), [7]),
+        (('gpus', 0, 'driver_version'), '550.x'),
+        (('gpus', 0, 'cuda_cc'), '8.0.1'),
+        (('gpus', 0, 'health', 'state'), 'HEALTHY'),
+        (('gpus', 0, 'health', 'reasons'), ['r' * 256]),
+        (('gpus', 0, 'metrics', 'utilization_pct'), 100.5),
+        (('gpus', 0, 'metrics', 'temperature_c'), True),
+        (('gpus', 0, 'metrics', 'temperature_c'), float('nan')),
+        (('gpus', 0, 'metrics', 'power_w'), float('inf')),
+        (('gpus', 0, 'metrics', 'power_w'), '72'),
+        (('gpus', 0, 'metrics'), [1]),
+        (('gpus', 1, 'pci_address'), no.pci(0)),
+        (('gpus', 1, 'metrics', 'odd'), {1, 2}),
+    ]
+    bad = []
+    for path, value in mutations:
+        p = _good()
+        if isinstance(path, str):
+            path = (path,)
+        target = p
+        for key in path[:-1]:
+            target = target[key]
+        target[path[-1]] = value
+        bad.append(p)
+    for _ in range(40):
+        p = copy.deepcopy(rng.choice(good))
+        path, value = rng.choice(mutations)
+        if isinstance(path, str):
+            path = (path,)
+        target = p
+        try:
+            for key in path[:-1]:
+                target = target[key]
+        except (KeyError, TypeError):
+            continue       # that variant has no such field
+        target[path[-1]] = value
+        bad.append(p)
+    return good, bad
+
+
+def _size(payload):
+    try:
+        return len(json.dumps(payload, separators=(',', ':')))
+    except (TypeError, ValueError):
+        return 1048576
+
+
+class TestQuick(testtools.TestCase):
+    """The quick checks never accept what the exact checks reject."""
+
+    def _verdict(self, func, payload, max_bytes, max_gpus=64):
+        try:
+            func(payload, max_bytes, max_gpus)
+        except exception.InvalidStatePayload as exc:
+            return str(exc)
+        return None
+
+    def test_same_verdicts_as_the_exact_checks(self):
+        good, bad = _variants()
+        for payload in good + bad:
+            for max_bytes in (1048576, _size(payload), _size(payload) - 1,
+                              300):
+                self.assertEqual(
+                    self._verdict(schema._validate, payload, max_bytes),
+                    self._verdict(schema.validate, payload, max_bytes),
+                    payload)
+            self.assertEqual(
+                self._verdict(schema._validate, payload, 1048576, 1),
+                self._verdict(schema.validate, payload, 1048576, 1))
+        for payload in good:
+            self.assertIsNone(self._verdict(schema.validate, payload,
+                                            1048576))
+
+    def test_quick_valid_after_a_valid_static_part(self):
+        # what the cache does: check() once, then quick_valid() for later
+        # payloads with the same static part (key)
+        good, bad = _variants()
+        checked = 0
+        for payload in good:
+            key, _metrics = schema.static_part(payload)
+            size = schema.static_size(payload)
+            if size >= 0:
+                # an upper bound of the GPU objects' size without metrics
+                stripped = [{k: v for k, v in g.items() if k != 'metrics'}
+                            for g in payload['gpus']]
+                self.assertGreaterEqual(size, _size(stripped))
+            for other in [payload] + bad:
+                part = schema.static_part(other)
+                if part is None or part[0] != key:
+                    continue
+                for max_bytes in (1048576, _size(other), _size(other) - 1):
+                    checked += 1
+                    if schema.quick_valid(other, part[1], size, max_bytes,
+                                          64):
+                        self.assertIsNone(self._verdict(
+                            schema._validate, other, max_bytes), other)
+        self.assertGreater(checked, 40)
+        payload = good[0]
+        self.assertTrue(schema.quick_valid(
+            payload, schema.static_part(payload)[1],
+            schema.static_size(payload), 1048576, 64))
+
+    def test_static_part_is_type_exact_and_leaves_the_payload(self):
+        payload = _good()
+        before = copy.deepcopy(payload)
+        orders = [list(g) for g in payload['gpus']]
+        key, metrics = schema.static_part(payload)
+        self.assertEqual(before, payload)
+        self.assertEqual(orders, [list(g) for g in payload['gpus']])
+        self.assertEqual([g['metrics'] for g in payload['gpus']], metrics)
+        other = copy.deepcopy(payload)
+        other['gpus'][0]['metrics']['utilization_pct'] = 99.0
+        self.assertEqual(key, schema.static_part(other)[0])
+        for path, value in ((('mig', 'capable'), 1), (('numa_node',), False),
+                            (('numa_node',), 0.0),
+                            (('memory_mib',), 81920.0)):
+            other = copy.deepcopy(payload)
+            target = other['gpus'][0]
+            for part in path[:-1]:
+                target = target[part]
+            self.assertEqual(target[path[-1]], value)    # equal, but...
+            target[path[-1]] = value
+            self.assertNotEqual(key, schema.static_part(other)[0], path)
+        # metrics not last: made from copies, the payload left as it was
+        payload['gpus'][1]['assigned'] = None
+        orders = [list(g) for g in payload['gpus']]
+        key2, _metrics = schema.static_part(payload)
+        self.assertEqual(orders, [list(g) for g in payload['gpus']])
+        self.assertNotEqual(key, key2)
+        self.assertIsNone(schema.static_part({'gpus': [object()]}))
+        self.assertIsNone(schema.static_part({'gpus': [{'x': object()}]}))
