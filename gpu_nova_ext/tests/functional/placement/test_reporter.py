@@ -157,6 +157,18 @@ class TestAnnotate(base.PlacementTestCase):
         self.assertEqual(root, result.root_provider_uuid)
         self.assertEqual('cmp-1.example.org', result.nodename)
 
+    def test_compute_node_recreated(self):
+        root, pgpus = self.vgpu_host(1)
+        reporter = self.make_reporter()
+        reporter.report(base.make_inventory(self.HOST, list(pgpus)))
+        for rp in list(pgpus.values()) + [root]:
+            self.nova.delete('/resource_providers/%s' % rp)
+        root2, pgpus2 = self.vgpu_host(1)
+        result = reporter.report(base.make_inventory(self.HOST,
+                                                     list(pgpus2)))
+        self.assertEqual(root2, result.root_provider_uuid)
+        self.assertIn(MODEL_TRAIT, self.traits(list(pgpus2.values())[0]))
+
 
 class TestConcurrencyAndFailures(base.PlacementTestCase):
 
