@@ -12,8 +12,11 @@ def build_payload(inventory: base.HostInventory, *, host: str,
                   mode: str, now: float | None = None) -> dict[str, Any]:
     """Build the JSON-serialisable state payload of one host.
 
-    :param inventory: the host's GPUs, with provider UUIDs (filled by the
-        reporter), metrics and health (filled by the monitor).
+    :param inventory: the host's GPUs, with provider UUIDs and, for a
+        passthrough GPU, ``assigned`` (filled by the reporter: True/False
+        whether its providers hold allocations, None when unknown), metrics
+        and health (filled by the monitor).  A GPU object carries
+        ``assigned`` only when it is known (never for the vGPU modes).
     :param host: ``[DEFAULT] host``.
     :param nodename: the compute node provider's name (hypervisor
         hostname); None while it is not known.

@@ -88,6 +88,12 @@ class Gpu:
     # Filled by the Placement reporter: providers backed by this GPU.
     provider_uuids: list[str] = dataclasses.field(default_factory=list)
     sources: list[str] = dataclasses.field(default_factory=list)
+    # Filled by the Placement reporter for a ``passthrough`` GPU: True when
+    # a provider standing for it holds allocations, False when none does,
+    # None when unknown (no provider, Placement unreachable) and for the
+    # vGPU modes (their capacity is in ``vgpu_types``); to_state() leaves
+    # the optional key out then.
+    assigned: bool | None = None
 
     def to_state(self) -> dict[str, Any]:
         """The GPU object of the state payload (DESIGN section 5)."""
@@ -97,7 +103,7 @@ class Gpu:
                                self.slowdown_temperature_c)
         if self.power_limit_w is not None:
             metrics.setdefault('power_limit_w', self.power_limit_w)
-        return {
+        state = {
             'pci_address': self.pci_address,
             'vfs': list(self.vfs),
             'provider_uuids': list(self.provider_uuids),
@@ -119,8 +125,13 @@ class Gpu:
                     'enabled': self.mig_enabled},
             'health': {'state': self.health.state,
                        'reasons': list(self.health.reasons)},
-            'metrics': metrics,
         }
+        if self.assigned is not None:
+            # the payload's optional "assigned" (absent means unknown)
+            state['assigned'] = self.assigned
+        # last: the scheduler's cache takes it out and back fastest there
+        state['metrics'] = metrics
+        return state
 
     def merged_vgpu_types(self) -> list[MdevType]:
         """The vGPU types this GPU offers, one per type id.

@@ -11,9 +11,14 @@ One :meth:`Reporter.report` call is the Placement part of an agent cycle:
    state, then write only what differs, each write generation-checked
    (a 409 re-reads and retries, keeping the other writer's traits);
 4. record on each :class:`~gpu_nova_ext.inventory.base.Gpu` the UUIDs of
-   the providers it backs.
+   the providers it backs and, for a ``passthrough`` GPU, whether they hold
+   allocations (``Gpu.assigned``, one ``GET .../usages`` per provider).
 
-A cycle where nothing changed makes no write request.  A provider whose
+A cycle where nothing changed makes no write request.  Its reads: the
+tree, the traits (and our inventories) of providers whose generation
+moved, and the usages of every provider standing for a passthrough GPU
+(allocations do not always move a provider's generation: deleting them
+does not, so usages are read every cycle).  A provider whose
 answer is not what the Placement API documents is logged (request id and
 body excerpt) and skipped for this cycle.
 """
@@ -173,12 +178,58 @@ class Reporter:
             raise self._invalid('GET', path, body, exc)
 
     def _read_used(self, p: translation.ExistingProvider) -> None:
-        path = '/resource_providers/%s/usages' % p.uuid
+        p.used = self._used(p.uuid)
+
+    def _used(self, uuid: str) -> bool:
+        path = '/resource_providers/%s/usages' % uuid
         body = self.client.get(path, version=pclient.INVENTORY_VERSION)
         try:
-            p.used = any(_int(v) > 0 for v in body['usages'].values())
+            return any(_int(v) > 0 for v in body['usages'].values())
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise self._invalid('GET', path, body, exc)
+
+    def _record_assigned(self, inventory: base.HostInventory,
+                         known: dict[str, bool | None]) -> None:
+        """Set ``Gpu.assigned`` of each passthrough GPU from usages.
+
+        True when one of its providers holds allocations, False when none
+        does, None when it has no provider or a usage could not be read.
+        The vGPU modes keep None: their providers (one pGPU provider per
+        GPU or VF, or the PF's PCI provider holding the VF inventory) are
+        shared by several instances, and their capacity is the
+        ``vgpu_types`` available counts.  ``known`` holds usages already
+        read this cycle (by provider UUID).
+        """
+        unreachable = False
+        for gpu in inventory.gpus:
+            gpu.assigned = None
+            if gpu.mode != naming.MODE_PASSTHROUGH or not gpu.provider_uuids:
+                continue
+            assigned: bool | None = False
+            for uuid in gpu.provider_uuids:
+                used = known.get(uuid)
+                if used is None and not unreachable:
+                    try:
+                        used = self._used(uuid)
+                    except exception.PlacementUnavailable as exc:
+                        LOG.warning('Cannot read the usages of %(uuid)s '
+                                    '(GPU %(addr)s): %(err)s; passthrough '
+                                    'GPUs are sent as unknown this cycle',
+                                    {'uuid': uuid, 'addr': gpu.pci_address,
+                                     'err': exc})
+                        unreachable = True
+                    except exception.PlacementAPIError as exc:
+                        LOG.warning('Cannot read the usages of %(uuid)s '
+                                    '(GPU %(addr)s): %(err)s',
+                                    {'uuid': uuid, 'addr': gpu.pci_address,
+                                     'err': exc})
+                    known[uuid] = used
+                if used:
+                    assigned = True
+                    break
+                if used is None:
+                    assigned = None
+            gpu.assigned = assigned
 
     def _skip(self, result, name, exc):
         if isinstance(exc, exception.PlacementInvalidResponse):
@@ -243,6 +294,8 @@ class Reporter:
             gpu.provider_uuids = [
                 uuids[n] for n in desired.gpu_providers.get(
                     gpu.pci_address, []) if n in uuids]
+        self._record_assigned(inventory, {
+            p.uuid: p.used for p in existing if p.used is not None})
         result.writes = self.client.writes - writes_before
         for change in result.changes:
             LOG.info('%s%s', 'would: ' if dry_run else '', change)

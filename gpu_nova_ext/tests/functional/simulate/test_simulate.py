@@ -101,8 +101,9 @@ class TestDefaultScenario(testtools.TestCase):
         self.assertEqual(0.0, packing)    # least free capacity: 0 x -10
         self.assertEqual(('cmp-h100', ['0000:9c:00.0']), where('pt.h100-2'))
         self.assertIn('No valid host', by_name['pt.h100-3']['error'])
-        # no GPU asked: no GPU given
-        self.assertEqual([], by_name['m1.large-1']['gpus'])
+        # no GPU asked: no GPU given, on the host whose GPUs are all in
+        # use (the agent marks both H100s "assigned"), not next to idle ones
+        self.assertEqual(('cmp-h100', []), where('m1.large-1'))
 
         occupancy = {(o['host'], o['gpu']): o for o in data['occupancy']}
         self.assertEqual(7, len(occupancy))
@@ -156,9 +157,11 @@ class TestScenarios(testtools.TestCase):
                       ' '.join(rows['vgpu.a100-1']))
         self.assertIn('ERROR: No valid host', out)
         self.assertIn('health -> degraded', out)
-        # m1.small avoids the host whose GPU it would strand
+        # cmp-2's only GPU is allocated (pt.a10-1) and the agent says so
+        # ("assigned"): no host has an idle GPU left, so avoidance weighs
+        # nothing and CPU/RAM decide
         self.assertEqual(['m1.small', 'cmp-1', '-'], rows['m1.small-1'][:3])
-        self.assertIn('GpuHostAvoidance', out)
+        self.assertNotIn('GpuHostAvoidance', ' '.join(rows['m1.small-1']))
         occupancy = [line.split() for line in out.splitlines()
                      if line.startswith('cmp-1  0000:86:00.0')]
         self.assertEqual(['2/8', 'degraded'], occupancy[0][-2:])
