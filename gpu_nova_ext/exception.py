@@ -34,11 +34,6 @@ class InvalidOption(ConfigError):
                '%(reason)s')
 
 
-class NotImplementedYet(GpuNovaExtException):
-    msg_fmt = ('%(what)s is not implemented yet in this release of '
-               'gpu-nova-ext.')
-
-
 class PluginLoadError(GpuNovaExtException):
     msg_fmt = ('Could not load %(namespace)s plugin %(name)r: %(reason)s. '
                'Installed plugins: %(available)s.')
