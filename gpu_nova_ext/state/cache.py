@@ -309,22 +309,18 @@ STATIC_POLICIES = ('pack', 'spread')
 class _Orders(dict):
     """HostRecord.order or .best: a metric-dependent policy on first use.
 
-    Concurrent first uses compute the same value.
+    Made from the static policies' dict; ``source`` is (the host's
+    GpuRecords, its root provider UUID, 0 for ranks (order) or 1 for
+    providers (best)).  Concurrent first uses compute the same value.
     """
 
-    __slots__ = ('_gpus', '_root', '_item')
-
-    def __init__(self, static: dict, gpus: tuple, root: str | None,
-                 item: int) -> None:
-        super().__init__(static)
-        self._gpus = gpus
-        self._root = root
-        self._item = item     # 0: ranks (order), 1: providers (best)
+    __slots__ = ('source',)
 
     def __missing__(self, policy: str):
         if policy not in INTRA_HOST_POLICIES:
             raise KeyError(policy)
-        value = _order(self._gpus, self._root, policy)[self._item]
+        gpus, root, item = self.source
+        value = _order(gpus, root, policy)[item]
         self[policy] = value
         return value
 
@@ -442,65 +438,77 @@ class HostShape:
         objs = payload['gpus']
         if metrics is None:
             metrics = [g.get('metrics') for g in objs]
+        absent = schema.ABSENT
+        record = GpuRecord
         gpus = []
         append = gpus.append
         # over usable GPUs, for the host-wide fallbacks
-        utils_ = []
-        thermal = []
-        power = []
+        util_sum = 0.0
+        util_count = 0
+        thermal = None
+        power = None
         for static, values, obj, usable in zip(self.statics, metrics, objs,
                                                self.usable_flags):
             # _gpu_dynamic(), inlined
-            if values and values is not schema.ABSENT:
+            if values and values is not absent:
                 get = values.get
                 util = get('utilization_pct')
+                temp = get('temperature_c')
+                watts = get('power_w')
+                limit = get('power_limit_w')
                 if util is not None:
                     util = util / 100.0
-                temp = get('temperature_c')
                 if temp is not None:
                     temp = ((get('slowdown_temperature_c')
                              or DEFAULT_SLOWDOWN_C) - temp)
-                watts = get('power_w')
-                limit = get('power_limit_w')
                 if watts is None or not limit:
                     watts = None
                 else:
-                    watts = max(0.0, (limit - watts) / limit)
-                append(GpuRecord(host, *static, util, temp, watts, obj))
+                    watts = (limit - watts) / limit
+                    if watts < 0.0:
+                        watts = 0.0
+                append(record(host, *static, util, temp, watts, obj))
                 if usable:
                     if util is not None:
-                        utils_.append(util)
-                    if temp is not None:
-                        thermal.append(temp)
-                    if watts is not None:
-                        power.append(watts)
+                        util_sum += util
+                        util_count += 1
+                    if temp is not None and (thermal is None
+                                             or temp > thermal):
+                        thermal = temp
+                    if watts is not None and (power is None
+                                              or watts > power):
+                        power = watts
             else:
-                append(GpuRecord(host, *static, None, None, None, obj))
+                append(record(host, *static, None, None, None, obj))
         gpus = tuple(gpus)
         root = self.root
+        order = _Orders(self.orders)
+        order.source = (gpus, root, 0)
+        best = _Orders(self.best)
+        best.source = (gpus, root, 1)
+        # positional: HostRecord's field order
         return HostRecord(
-            host=host,
-            nodename=payload.get('nodename'),
-            root_provider_uuid=root,
-            generated_at=float(payload['generated_at']),
-            received_at=received_at,
-            payload=payload,
-            gpus=gpus,
-            by_provider=dict(zip(self.rps, map(gpus.__getitem__,
-                                               self.rp_gpus))),
-            free_units=self.free_units,
-            total_units=self.total_units,
-            idle_gpus=self.idle_gpus,
-            passthrough_unknown=(tuple(gpus[i] for i in self.passthrough)
-                                 if self.passthrough else ()),
-            mean_utilization=_mean(utils_),
-            max_thermal_headroom=max(thermal) if thermal else None,
-            max_power_headroom=max(power) if power else None,
-            groups=self.groups,
-            fact_sets=self.fact_sets,
-            fact_ids=self.fact_ids,
-            order=_Orders(self.orders, gpus, root, 0),
-            best=_Orders(self.best, gpus, root, 1),
+            host,
+            payload.get('nodename'),
+            root,
+            float(payload['generated_at']),
+            received_at,
+            payload,
+            gpus,
+            dict(zip(self.rps, map(gpus.__getitem__, self.rp_gpus))),
+            self.free_units,
+            self.total_units,
+            self.idle_gpus,
+            (tuple(gpus[i] for i in self.passthrough)
+             if self.passthrough else ()),
+            util_sum / util_count if util_count else None,
+            thermal,
+            power,
+            self.groups,
+            self.fact_sets,
+            order,
+            best,
+            self.fact_ids,
         )
 
 

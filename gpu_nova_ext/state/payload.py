@@ -548,6 +548,56 @@ def quick_valid(payload: dict, metrics: list, gpus_size: int,
         return False
     if len(metrics) > max_gpus_per_host:
         return False
+    part = _quick_metrics(metrics)
+    if part < 0:
+        return False
+    if size + part > max_payload_bytes:
+        # the bound above is coarse: try the tighter one
+        part = _quick_metrics_exact(metrics)
+        if part < 0:
+            return False
+    return size + part <= max_payload_bytes
+
+
+# metric name -> (lowest, highest), for the common case
+_QUICK_RANGES = {name: (lowest, highest)
+                 for name, (lowest, highest, _w) in _QUICK_METRICS.items()}
+# the widest '"name":<number>,' of the known metrics
+_METRIC_WIDTH = max(width for _lo, _hi, width in _QUICK_METRICS.values())
+
+
+def _quick_metrics(metrics: list) -> int:
+    """JSON size bound of the GPUs' metrics when valid, else -1.
+
+    The common case (known metrics, plain numbers) with one lookup per
+    metric and a coarse size bound; the rest (nulls, unknown metrics)
+    goes to :func:`_quick_metrics_exact`.
+    """
+    ranges = _QUICK_RANGES
+    size = 0
+    try:
+        for values in metrics:
+            if values.__class__ is dict:
+                for name, value in values.items():
+                    lowest, highest = ranges[name]
+                    cls = value.__class__
+                    if ((cls is not float and cls is not int)
+                            or not lowest <= value <= highest):  # NaN too
+                        return _quick_metrics_exact(metrics)
+                size += _METRICS_ENTRY + 2 + len(values) * _METRIC_WIDTH
+            elif values is None:
+                size += _METRICS_ENTRY + 4
+            elif values is not ABSENT:
+                return -1
+    except (KeyError, TypeError):
+        # an unknown metric (TypeError: an unhashable name)
+        return _quick_metrics_exact(metrics)
+    return size
+
+
+def _quick_metrics_exact(metrics: list) -> int:
+    """JSON size bound of the GPUs' metrics when valid, else -1."""
+    size = 0
     known = _QUICK_METRICS
     for values in metrics:
         if values.__class__ is dict:
@@ -556,7 +606,7 @@ def quick_valid(payload: dict, metrics: list, gpus_size: int,
                 bounds = known.get(name)
                 if bounds is None:
                     if name.__class__ is not str:
-                        return False
+                        return -1
                     bounds = (-_QUICK_NUM, _QUICK_NUM,
                               _str_size(name) + 2 + _NUM_SIZE)
                 lowest, highest, width = bounds
@@ -564,12 +614,12 @@ def quick_valid(payload: dict, metrics: list, gpus_size: int,
                 if cls is float or cls is int:
                     # also false for NaN
                     if not lowest <= value <= highest:
-                        return False
+                        return -1
                 elif value is not None:
-                    return False
+                    return -1
                 size += width
         elif values is None:
             size += _METRICS_ENTRY + 4
         elif values is not ABSENT:
-            return False
-    return size <= max_payload_bytes
+            return -1
+    return size

@@ -1,5 +1,6 @@
 """The state payload schema (DESIGN section 5)."""
 import copy
+import decimal
 import json
 import random
 
@@ -321,3 +322,44 @@ class TestQuick(testtools.TestCase):
         self.assertNotEqual(key, key2)
         self.assertIsNone(schema.static_part({'gpus': [object()]}))
         self.assertIsNone(schema.static_part({'gpus': [{'x': object()}]}))
+
+    def test_metrics_fast_check_bounds_and_delegates(self):
+        # the one-lookup check of the common metrics gives a coarser size
+        # bound than the exact one, and hands nulls, unknown metrics and
+        # odd types to it
+        good, _bad = _variants()
+        for payload in good:
+            metrics = schema.static_part(payload)[1]
+            exact = schema._quick_metrics_exact(metrics)
+            if exact < 0:       # unsure of big numbers: both leave them
+                self.assertEqual(-1, schema._quick_metrics(metrics))
+            else:
+                self.assertGreaterEqual(schema._quick_metrics(metrics),
+                                        exact)
+        payload = _good()
+        metrics = schema.static_part(payload)[1]
+        stripped = copy.deepcopy(payload)
+        for gpu in stripped['gpus']:
+            del gpu['metrics']
+        self.assertGreaterEqual(
+            schema._quick_metrics(metrics),
+            _size(payload) - _size(stripped))
+        for value in (True, False, float('nan'), float('-inf'), '5', [5],
+                      -1, 1e16, decimal.Decimal(5), _Float(5.0)):
+            payload = _good()
+            payload['gpus'][1]['metrics']['power_w'] = value
+            metrics = schema.static_part(payload)[1]
+            self.assertEqual(-1, schema._quick_metrics(metrics), value)
+            self.assertFalse(schema.quick_valid(
+                payload, metrics, schema.static_size(payload), 1048576, 64))
+        payload = _good()
+        payload['gpus'][1]['metrics']['power_w'] = None
+        payload['gpus'][1]['metrics']['fan_pct'] = 3
+        metrics = schema.static_part(payload)[1]
+        self.assertEqual(schema._quick_metrics_exact(metrics),
+                         schema._quick_metrics(metrics))
+        self.assertGreater(schema._quick_metrics(metrics), 0)
+
+
+class _Float(float):
+    pass
