@@ -8,16 +8,14 @@ API), boot: the server lands on the GPU the flavor asks for.
 """
 import argparse
 
-from keystoneauth1 import noauth
-from keystoneauth1 import session as ks_session
 from nova import conf as nova_conf_mod
 from nova.tests.fixtures import libvirt as fakelibvirt
-import openstack
 
 from gpu_nova_ext.cmd import flavor as flavor_cmd
 from gpu_nova_ext.inventory import manager
 from gpu_nova_ext.operator import nova_conf
 from gpu_nova_ext.tests.functional.nova import base
+from gpu_nova_ext.tests.functional.operator import sdk
 
 CONF = nova_conf_mod.CONF
 
@@ -54,14 +52,7 @@ class DocumentedPathTest(base.GpuVGPUTestBase):
         return agent_view
 
     def _connect(self, cloud):
-        sess = ks_session.Session(
-            auth=noauth.NoAuth(),
-            additional_headers={
-                'X-Auth-User': 'admin',
-                'X-Auth-Project-Id': self.api.project_id,
-                'X-Roles': 'reader,member,admin'})
-        return openstack.connection.Connection(
-            session=sess, compute_endpoint_override=self.api_fixture.base_url)
+        return sdk.harness_connection(self)
 
     def _flavor_create(self, argv):
         parser = argparse.ArgumentParser()

@@ -3,13 +3,11 @@ real API served by Nova's functional harness (wsgi-intercept), with the
 gpu: validators loaded from our entry point."""
 import argparse
 
-from keystoneauth1 import noauth
-from keystoneauth1 import session as ks_session
 from nova.tests.functional import integrated_helpers
-import openstack
 
 from gpu_nova_ext.cmd import flavor as flavor_cmd
 from gpu_nova_ext import exception
+from gpu_nova_ext.tests.functional.operator import sdk
 
 
 def parse(argv):
@@ -24,16 +22,7 @@ class FlavorCreateTest(integrated_helpers._IntegratedTestBase):
     ADMIN_API = True
 
     def _connect(self, cloud):
-        # what clouds.yaml gives openstacksdk, pointed at the harness API;
-        # the harness authenticates by these headers (keystone stubbed)
-        sess = ks_session.Session(
-            auth=noauth.NoAuth(),
-            additional_headers={
-                'X-Auth-User': 'admin',
-                'X-Auth-Project-Id': self.api.project_id,
-                'X-Roles': 'reader,member,admin'})
-        return openstack.connection.Connection(
-            session=sess, compute_endpoint_override=self.api_fixture.base_url)
+        return sdk.harness_connection(self)
 
     def _create(self, argv):
         args = parse(argv)
