@@ -33,19 +33,7 @@ def _progress(line: str) -> None:
     print('[simulate] %s' % line, file=sys.stderr, flush=True)
 
 
-def _logs_to_stderr() -> None:
-    """Keep stdout for the result (``--format json`` must parse).
-
-    oslo.log writes to stdout when no log file is configured.
-    """
-    for handler in std_logging.getLogger().handlers:
-        if (isinstance(handler, std_logging.StreamHandler) and
-                getattr(handler, 'stream', None) is sys.stdout):
-            handler.setStream(sys.stderr)
-
-
 def run(args, conf) -> int:
-    _logs_to_stderr()
     root = std_logging.getLogger()
     level = root.level
     with warnings.catch_warnings():
