@@ -302,43 +302,83 @@ def static_part(payload: Any) -> tuple[bytes, list] | None:
     The metrics are taken out of the GPU objects while the key is made and
     put back where they were (copies would hold references, and marshal
     marks objects referenced more than once: the key would depend on
-    them).
+    them; so would the loop variable, cleared before marshalling).  The
+    agent puts ``metrics`` last in each GPU object, which ``dict.popitem``
+    takes out and puts back at once; any other position is found and
+    restored too.
     """
     if payload.__class__ is not dict:
         return None
     gpus = payload.get('gpus')
     if gpus.__class__ is not list:
         return None
+    # the usual case: every GPU object a dict whose last key is metrics
     metrics = []
-    taken = []
+    append = metrics.append
     try:
         for gpu in gpus:
+            if gpu.__class__ is not dict or not gpu:
+                break
+            name, values = gpu.popitem()
+            if name != 'metrics':
+                gpu[name] = values              # back where it was: last
+                break
+            append(values)
+        else:
+            gpu = None
+            try:
+                return (marshal.dumps((payload.get('root_provider_uuid'),
+                                       gpus), 4), metrics)
+            except ValueError:
+                return None
+    finally:
+        for gpu, values in zip(gpus, metrics):
+            gpu['metrics'] = values
+    gpu = values = None     # no reference of ours may change the key
+    return _static_part(payload, gpus)
+
+
+def _static_part(payload: dict, gpus: list) -> tuple[bytes, list] | None:
+    """static_part() of GPU objects with metrics anywhere, or none."""
+    metrics = []
+    # GPU index -> position of metrics that were not the last key
+    inside = None
+    try:
+        for i, gpu in enumerate(gpus):
             if gpu.__class__ is not dict:
                 return None
-            if 'metrics' in gpu:
-                # where to put them back (-1: last, the agent's order)
-                position = (-1 if next(reversed(gpu)) == 'metrics'
-                            else list(gpu).index('metrics'))
-                values = gpu.pop('metrics')
-            else:
-                position, values = -1, ABSENT
-            # every GPU object held alike: marshal marks those held twice
-            taken.append((gpu, position, values))
+            if not gpu:
+                metrics.append(ABSENT)
+                continue
+            name, values = gpu.popitem()
+            if name != 'metrics':
+                gpu[name] = values              # back where it was: last
+                if 'metrics' in gpu:
+                    if inside is None:
+                        inside = {}
+                    inside[i] = list(gpu).index('metrics')
+                    values = gpu.pop('metrics')
+                else:
+                    values = ABSENT
             metrics.append(values)
+        gpu = None
         try:
             key = marshal.dumps((payload.get('root_provider_uuid'), gpus),
                                 4)
         except ValueError:
             return None
     finally:
-        for gpu, position, values in taken:
+        # metrics[i] is GPU i's (the loop stops at a GPU object that is
+        # not a dict, before its entry)
+        for i, values in enumerate(metrics):
             if values is ABSENT:
-                pass
-            elif position < 0:
+                continue
+            gpu = gpus[i]
+            if inside is None or i not in inside:
                 gpu['metrics'] = values
             else:
                 items = list(gpu.items())
-                items.insert(position, ('metrics', values))
+                items.insert(inside[i], ('metrics', values))
                 gpu.clear()
                 gpu.update(items)
     return key, metrics

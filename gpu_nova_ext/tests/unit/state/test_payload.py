@@ -323,6 +323,36 @@ class TestQuick(testtools.TestCase):
         self.assertIsNone(schema.static_part({'gpus': [object()]}))
         self.assertIsNone(schema.static_part({'gpus': [{'x': object()}]}))
 
+    def test_static_part_key_same_wherever_metrics_are(self):
+        # metrics last (the agent's order), elsewhere, or absent: the key
+        # of the rest is the same, and every object is left as it was
+        payload = _good()
+        key = schema.static_part(copy.deepcopy(payload))[0]
+        first = copy.deepcopy(payload)
+        gpu = first['gpus'][1]
+        items = list(gpu.items())
+        gpu.clear()
+        gpu.update([items[-1]] + items[:-1])     # metrics first
+        # (held twice, an object is marked in the key: let go of it)
+        del gpu, items
+        # (a snapshot holding the values would mark them too)
+        before = json.dumps(first['gpus'])
+        self.assertEqual(key, schema.static_part(first)[0])
+        self.assertEqual(before, json.dumps(first['gpus']))
+        absent = copy.deepcopy(payload)
+        del absent['gpus'][0]['metrics']
+        got, metrics = schema.static_part(absent)
+        self.assertEqual(key, got)
+        self.assertIs(schema.ABSENT, metrics[0])
+        self.assertNotIn('metrics', absent['gpus'][0])
+        self.assertEqual(payload['gpus'][1]['metrics'], metrics[1])
+        # a GPU object that is not a dict after some whose metrics were
+        # taken: None, and those metrics are back
+        broken = copy.deepcopy(payload)
+        broken['gpus'].append(['not', 'a', 'dict'])
+        self.assertIsNone(schema.static_part(broken))
+        self.assertEqual(payload['gpus'], broken['gpus'][:-1])
+
     def test_metrics_fast_check_bounds_and_delegates(self):
         # the one-lookup check of the common metrics gives a coarser size
         # bound than the exact one, and hands nulls, unknown metrics and
