@@ -10,9 +10,10 @@ and per-host work is dict lookups in the state cache:
   and weighers that do not apply return constant weights (which Nova
   normalizes to 0) and a 0.0 multiplier without reading aggregates;
 * a filter's verdict on a host (all GPUs pass, all fail, or the providers
-  that fail) is memoized in the host's cache record per constraint, so the
-  same flavor on the next request costs one lookup per host, and a new
-  payload (a new record) invalidates it;
+  that fail) is memoized per constraint with the host's shape (its GPU
+  facts without metrics), so the same flavor on the next request costs one
+  lookup per host, and a payload with other facts (a new shape) starts
+  afresh;
 * candidates are pruned without Nova's per-candidate f-string logging.
 
 Nova-loaded code: registers our option groups on nova.conf.CONF, imports
@@ -319,7 +320,9 @@ class GpuFilter(filters.BaseHostFilter, filters.CandidateFilterMixin):
             verdict = (facts_memo.get(record.fact_ids[family_index])
                        if family is not None else None)
             if verdict is None:
-                memo = record.memo
+                # a family's verdict depends on the host's shape only and
+                # outlives payloads that changed only metrics
+                memo = record.verdicts if family is not None else record.memo
                 verdict = memo.get(key)
                 if verdict is None:
                     verdict = self._verdict(record, constraint, facts_memo)
@@ -418,7 +421,7 @@ class GpuWeigher(weights.BaseHostWeigher):
 
     def _weigh_object(self, host_state, weight_properties):
         return self.weigh_objects(
-            [weights.WeighedObject(host_state, 0.0)], weight_properties)[0]
+            [weights.WeighedHost(host_state, 0.0)], weight_properties)[0]
 
     def applies(self, ctx: RequestContext) -> bool:
         kind = ctx.request.kind

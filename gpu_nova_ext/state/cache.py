@@ -8,13 +8,13 @@ and attribute reads:
 
 * :class:`GpuRecord` per GPU: normalized model, effective memory (a vGPU's
   framebuffer), parsed driver and CUDA versions, health rank, free
-  capacity, utilization, thermal and power headroom;
-* :class:`HostRecord` per host: its GPUs, ``provider UUID -> GpuRecord``,
-  free/total GPU capacity and host-wide fallbacks, plus a ``memo`` dict
-  that filters fill with per-constraint verdicts (a new payload brings a
-  new record, so the memo never outlives the state it was computed from);
-* a process-wide ``provider UUID -> GpuRecord`` index (candidate-based GPU
-  request detection) and ``host/nodename/root provider UUID -> HostRecord``.
+  capacity;
+* :class:`HostRecord` per payload: the host's GPUs, ``provider UUID ->
+  GpuRecord``, free/total GPU capacity, per GPU the utilization, thermal
+  and power headroom and their host-wide fallbacks, the GPU order of each
+  intra-host policy, and ``verdicts``, which filters fill per constraint;
+* a process-wide ``provider UUID -> GpuRecord`` index and
+  ``host/nodename/root provider UUID -> HostRecord``.
 
 A host's state is live for ``[gpu_scheduler] state_ttl`` seconds after it
 was *received* (the scheduler's clock: agents' clocks may be skewed); an
@@ -23,10 +23,12 @@ more than ``state_ttl`` ahead of this scheduler's wall clock is rejected.
 
 Between two payloads of a host usually only the GPUs' metrics change.  The
 cache keeps a host's last two :class:`HostShape` (what a payload gives
-without its metrics) under a type-exact key of that part
-(:func:`gpu_nova_ext.state.payload.static_part`): a payload with a known
-key needs only its top-level fields, metrics and size checked
-(:func:`~gpu_nova_ext.state.payload.quick_valid`) and its metrics read.
+without its metrics: the GpuRecords and every lookup above that does not
+depend on metrics, filter verdicts included) under a type-exact key of
+that part (:func:`gpu_nova_ext.state.payload.static_part`): a payload with
+a known key needs only its top-level fields, metrics and size checked
+(:func:`~gpu_nova_ext.state.payload.quick_valid`) and its metrics read
+into a new HostRecord that shares the rest with the shape.
 """
 from collections.abc import Callable
 import dataclasses
@@ -103,11 +105,17 @@ def _model(value: str) -> str:
 
 @dataclasses.dataclass(eq=False, slots=True)
 class GpuRecord:
-    """One GPU of a live payload, in the shape the plugins read."""
+    """One GPU of a host, in the shape the plugins read.
+
+    What the GPU's payload entry gives without its metrics: built once per
+    host shape (:class:`HostShape`) and shared by every :class:`HostRecord`
+    of that shape.  The values a payload's metrics give are the
+    HostRecord's, per GPU ``index`` (``record.utilization[gpu.index]``).
+    """
 
     host: str
-    # from here to unit_per_instance: what the GPU object without its
-    # metrics gives (_gpu_static), in this order
+    index: int                       # position in the payload's gpus
+    # from here to unit_per_instance: _gpu_static(), in this order
     pci_address: str
     provider_uuids: tuple[str, ...]
     vendor: str | None
@@ -123,11 +131,6 @@ class GpuRecord:
     health_rank: int
     free_units: float                # GPU equivalents free (0..1)
     unit_per_instance: float         # GPU equivalents one instance takes
-    # from the metrics (_gpu_dynamic)
-    utilization: float | None        # 0..1
-    thermal_headroom: float | None   # degrees C below slowdown
-    power_headroom: float | None     # 0..1 of the power limit left
-    state: dict[str, Any]            # the payload's GPU object
 
     def facts(self) -> dict[str, Any]:
         """What each filter family reads, as hashable values."""
@@ -142,7 +145,12 @@ class GpuRecord:
 
 @dataclasses.dataclass(eq=False, slots=True)
 class HostRecord:
-    """The live state of one host."""
+    """The live state of one host: one payload.
+
+    What does not depend on the payload's metrics comes from its
+    :class:`HostShape` and is shared with the host's other payloads of
+    that shape (read-only).
+    """
 
     host: str
     nodename: str | None
@@ -150,6 +158,7 @@ class HostRecord:
     generated_at: float
     received_at: float
     payload: dict[str, Any]
+    shape: 'HostShape'
     gpus: tuple[GpuRecord, ...]
     by_provider: dict[str, GpuRecord]
     free_units: float                # over healthy and degraded GPUs
@@ -158,6 +167,11 @@ class HostRecord:
     # usable whole-GPU passthrough GPUs whose use the payload does not
     # tell (no "assigned"): counted free above; Placement's candidates tell
     passthrough_unknown: tuple[GpuRecord, ...]
+    # from the metrics, per GpuRecord.index (None: not reported)
+    utilization: list[float | None]       # 0..1
+    thermal_headroom: list[float | None]  # degrees C below slowdown
+    power_headroom: list[float | None]    # 0..1 of the power limit left
+    # the same over usable GPUs: mean, max, max
     mean_utilization: float | None
     max_thermal_headroom: float | None
     max_power_headroom: float | None
@@ -166,17 +180,20 @@ class HostRecord:
     # family -> frozenset of the facts of the host's GPUs (hosts alike
     # share a verdict)
     fact_sets: dict[str, frozenset]
-    # intra-host policy -> {provider UUID: rank, 0 best}; the root
-    # provider ranks last (ORDER_LAST) so that a candidate's rank is the
-    # min over its providers.  Read them by policy ([]): the policies
-    # that depend on metrics (coolest, least_loaded) are sorted on first
-    # use (most requests use one policy), the others come precomputed.
-    order: dict[str, dict[str, float]]
-    # intra-host policy -> provider UUIDs, best GPU first (same)
-    best: dict[str, tuple[str, ...]]
+    # intra-host policy -> ({provider UUID: rank, 0 best}, provider UUIDs
+    # best GPU first); the root provider ranks last (ORDER_LAST) so that
+    # a candidate's rank is the min over its providers.  Read them by
+    # policy ([]): the policies that depend on metrics (coolest,
+    # least_loaded) are sorted on first use (most requests use one
+    # policy), the others come precomputed with the shape.
+    orders: dict[str, tuple[dict[str, float], tuple[str, ...]]]
     # FAMILIES order -> small int id of the interned fact set (or -1):
     # filters look verdicts up by it without touching the set itself
-    fact_ids: tuple[int, ...] = ()
+    fact_ids: tuple[int, ...]
+    # filters' verdicts on facts of this shape, per constraint: shared by
+    # the host's payloads of this shape
+    verdicts: dict
+    # filters' verdicts that may depend on this payload's metrics
     memo: dict = dataclasses.field(default_factory=dict)
     # set when a newer payload (or remove()) supersedes this record
     replaced: bool = False
@@ -253,50 +270,32 @@ def _gpu_static(gpu: dict[str, Any]) -> tuple:
             per_instance)
 
 
-_NO_METRICS = (None, None, None)
-
-
-def _gpu_dynamic(metrics: Any) -> tuple:
-    """GpuRecord fields utilization..power_headroom of validated metrics."""
-    if not metrics or metrics is schema.ABSENT:
-        return _NO_METRICS
-    get = metrics.get
-    util = get('utilization_pct')
-    temp = get('temperature_c')
-    power = get('power_w')
-    limit = get('power_limit_w')
-    return (None if util is None else util / 100.0,
-            None if temp is None
-            else (get('slowdown_temperature_c') or DEFAULT_SLOWDOWN_C) - temp,
-            (None if power is None or not limit
-             else max(0.0, (limit - power) / limit)))
-
-
-def build_gpu_record(host: str, gpu: dict[str, Any]) -> GpuRecord:
-    """Precompute one GPU's lookups from a validated payload entry."""
-    return GpuRecord(host, *_gpu_static(gpu),
-                     *_gpu_dynamic(gpu.get('metrics')), gpu)
-
-
 ORDER_LAST = float('inf')
 INTRA_HOST_POLICIES = ('pack', 'spread', 'coolest', 'least_loaded')
 
 
-def _order_key(policy: str) -> Callable[[GpuRecord], tuple]:
+def _order_key(policy: str, utilization: list, thermal: list
+               ) -> Callable[[GpuRecord], tuple]:
     """Sort key of a host's GPUs for an intra-host policy (best first).
 
     Healthy GPUs come before degraded ones, those before unhealthy ones.
+    ``utilization`` and ``thermal`` are the host record's, per GPU index.
     """
     if policy == 'spread':
         return lambda g: (g.health_rank, -g.free_units, g.pci_address)
     if policy == 'coolest':
-        return lambda g: (g.health_rank,
-                          -(g.thermal_headroom if g.thermal_headroom
-                            is not None else -ORDER_LAST), g.pci_address)
+        def coolest(g):
+            headroom = thermal[g.index]
+            return (g.health_rank,
+                    -(headroom if headroom is not None else -ORDER_LAST),
+                    g.pci_address)
+        return coolest
     if policy == 'least_loaded':
-        return lambda g: (g.health_rank,
-                          g.utilization if g.utilization is not None
-                          else ORDER_LAST, g.pci_address)
+        def least_loaded(g):
+            used = utilization[g.index]
+            return (g.health_rank, used if used is not None else ORDER_LAST,
+                    g.pci_address)
+        return least_loaded
     # pack: the GPU with the least free capacity left
     return lambda g: (g.health_rank, g.free_units, g.pci_address)
 
@@ -307,11 +306,11 @@ STATIC_POLICIES = ('pack', 'spread')
 
 
 class _Orders(dict):
-    """HostRecord.order or .best: a metric-dependent policy on first use.
+    """HostRecord.orders: a metric-dependent policy on first use.
 
-    Made from the static policies' dict; ``source`` is (the host's
-    GpuRecords, its root provider UUID, 0 for ranks (order) or 1 for
-    providers (best)).  Concurrent first uses compute the same value.
+    Made from the shape's dict of the static policies; ``source`` is (the
+    host's GpuRecords, its root provider UUID, the record's utilization
+    and thermal headroom).  Concurrent first uses compute the same value.
     """
 
     __slots__ = ('source',)
@@ -319,19 +318,18 @@ class _Orders(dict):
     def __missing__(self, policy: str):
         if policy not in INTRA_HOST_POLICIES:
             raise KeyError(policy)
-        gpus, root, item = self.source
-        value = _order(gpus, root, policy)[item]
+        value = _order(*self.source[:2], policy, *self.source[2:])
         self[policy] = value
         return value
 
 
-def _order(gpus, root: str | None, policy: str
-           ) -> tuple[dict[str, float], tuple[str, ...]]:
+def _order(gpus, root: str | None, policy: str, utilization: list,
+           thermal: list) -> tuple[dict[str, float], tuple[str, ...]]:
     """For one policy: provider -> rank, and providers best first."""
     ranks = {}
     if root:
         ranks[root] = ORDER_LAST
-    ordered = sorted(gpus, key=_order_key(policy))
+    ordered = sorted(gpus, key=_order_key(policy, utilization, thermal))
     for rank, gpu in enumerate(ordered):
         for rp in gpu.provider_uuids:
             ranks[rp] = rank
@@ -373,42 +371,40 @@ def _mean(values: list[float]) -> float | None:
 class HostShape:
     """What a validated payload gives without its GPUs' metrics.
 
-    Built from the root provider and the GPU objects (their metrics are
-    not read); :meth:`record` adds a payload's metrics.  The cache keeps a
-    host's last shapes under :func:`schema.static_part`'s key, so that a
-    payload whose GPUs changed only their metrics is checked and ingested
-    without redoing this.  Read-only once built: the records built from
-    one shape share its dicts.
+    Built from the host name, the root provider and the GPU objects (their
+    metrics are not read); :meth:`record` adds a payload's metrics.  The
+    cache keeps a host's last shapes under :func:`schema.static_part`'s
+    key, so that a payload whose GPUs changed only their metrics is checked
+    and ingested without redoing this: its record shares the shape's
+    GpuRecords, lookups and filter verdicts.  Read-only once built, but for
+    ``verdicts``, which filters fill.
     """
 
-    __slots__ = ('gpus_size', 'statics', 'root', 'rps', 'rp_gpus',
+    __slots__ = ('host', 'gpus_size', 'root', 'gpus', 'by_provider',
                  'usable_flags', 'passthrough', 'free_units', 'total_units',
                  'idle_gpus', 'groups', 'fact_sets', 'fact_ids', 'orders',
-                 'best')
+                 'verdicts')
 
-    def __init__(self, gpus: list, root: str | None,
+    def __init__(self, host: str, gpus: list, root: str | None,
                  gpus_size: int = -1) -> None:
+        self.host = host
         #: compact JSON size of the GPU objects without metrics (-1: unknown)
         self.gpus_size = gpus_size
         self.root = root
-        self.statics = tuple(_gpu_static(g) for g in gpus)
-        # GpuRecords without metrics, for what depends on the rest only
-        protos = tuple(GpuRecord('', *s, None, None, None, None)
-                       for s in self.statics)
-        self.rps = tuple(rp for g in protos for rp in g.provider_uuids)
-        self.rp_gpus = tuple(i for i, g in enumerate(protos)
-                             for _rp in g.provider_uuids)
-        self.usable_flags = tuple(g.health_rank < 2 for g in protos)
-        usable = [g for g in protos if g.health_rank < 2]
+        records = self.gpus = tuple(GpuRecord(host, i, *_gpu_static(g))
+                                    for i, g in enumerate(gpus))
+        self.by_provider = {rp: g for g in records for rp in g.provider_uuids}
+        self.usable_flags = tuple(g.health_rank < 2 for g in records)
+        usable = [g for g in records if g.health_rank < 2]
         self.passthrough = tuple(
-            i for i, g in enumerate(protos)
-            if g.health_rank < 2 and g.mode == naming.MODE_PASSTHROUGH
-            and gpus[i].get('assigned') is None and g.provider_uuids)
+            g for g in usable
+            if g.mode == naming.MODE_PASSTHROUGH
+            and gpus[g.index].get('assigned') is None and g.provider_uuids)
         self.free_units = sum(g.free_units for g in usable)
         self.total_units = float(len(usable))
         self.idle_gpus = sum(1 for g in usable if g.free_units >= 1.0)
         groups: dict[str, dict[Any, list[str]]] = {}
-        for gpu in protos:
+        for gpu in records:
             for family, fact in gpu.facts().items():
                 groups.setdefault(family, {}).setdefault(fact, []).extend(
                     gpu.provider_uuids)
@@ -420,11 +416,9 @@ class HostShape:
         self.fact_ids = tuple(fact_set_id(self.fact_sets[f])
                               if f in self.fact_sets else -1
                               for f in FAMILIES)
-        self.orders = {}
-        self.best = {}
-        for policy in STATIC_POLICIES:
-            self.orders[policy], self.best[policy] = _order(protos, root,
-                                                            policy)
+        self.orders = {policy: _order(records, root, policy, (), ())
+                       for policy in STATIC_POLICIES}
+        self.verdicts = {}
 
     def record(self, payload: dict[str, Any], received_at: float,
                metrics: list | None = None) -> HostRecord:
@@ -434,88 +428,87 @@ class HostShape:
             :func:`schema.static_part` gives them; None reads them from
             the payload.
         """
-        host = payload['host']
-        objs = payload['gpus']
         if metrics is None:
-            metrics = [g.get('metrics') for g in objs]
+            metrics = [g.get('metrics') for g in payload['gpus']]
         absent = schema.ABSENT
-        record = GpuRecord
-        gpus = []
-        append = gpus.append
+        utils = []
+        temps = []
+        powers = []
         # over usable GPUs, for the host-wide fallbacks
         util_sum = 0.0
         util_count = 0
         thermal = None
         power = None
-        for static, values, obj, usable in zip(self.statics, metrics, objs,
-                                               self.usable_flags):
-            # _gpu_dynamic(), inlined
-            if values and values is not absent:
-                get = values.get
-                util = get('utilization_pct')
-                temp = get('temperature_c')
-                watts = get('power_w')
-                limit = get('power_limit_w')
-                if util is not None:
-                    util = util / 100.0
-                if temp is not None:
-                    temp = ((get('slowdown_temperature_c')
-                             or DEFAULT_SLOWDOWN_C) - temp)
-                if watts is None or not limit:
-                    watts = None
-                else:
-                    watts = (limit - watts) / limit
-                    if watts < 0.0:
-                        watts = 0.0
-                append(record(host, *static, util, temp, watts, obj))
-                if usable:
-                    if util is not None:
-                        util_sum += util
-                        util_count += 1
-                    if temp is not None and (thermal is None
-                                             or temp > thermal):
-                        thermal = temp
-                    if watts is not None and (power is None
-                                              or watts > power):
-                        power = watts
+        for values, usable in zip(metrics, self.usable_flags):
+            if not values or values is absent:
+                utils.append(None)
+                temps.append(None)
+                powers.append(None)
+                continue
+            get = values.get
+            util = get('utilization_pct')
+            temp = get('temperature_c')
+            watts = get('power_w')
+            limit = get('power_limit_w')
+            if util is not None:
+                util = util / 100.0
+            if temp is not None:
+                temp = (get('slowdown_temperature_c')
+                        or DEFAULT_SLOWDOWN_C) - temp
+            if watts is None or not limit:
+                watts = None
             else:
-                append(record(host, *static, None, None, None, obj))
-        gpus = tuple(gpus)
+                watts = (limit - watts) / limit
+                if watts < 0.0:
+                    watts = 0.0
+            utils.append(util)
+            temps.append(temp)
+            powers.append(watts)
+            if usable:
+                if util is not None:
+                    util_sum += util
+                    util_count += 1
+                if temp is not None and (thermal is None or temp > thermal):
+                    thermal = temp
+                if watts is not None and (power is None or watts > power):
+                    power = watts
+        gpus = self.gpus
         root = self.root
-        order = _Orders(self.orders)
-        order.source = (gpus, root, 0)
-        best = _Orders(self.best)
-        best.source = (gpus, root, 1)
+        orders = _Orders(self.orders)
+        orders.source = (gpus, root, utils, temps)
         # positional: HostRecord's field order
         return HostRecord(
-            host,
+            self.host,
             payload.get('nodename'),
             root,
             float(payload['generated_at']),
             received_at,
             payload,
+            self,
             gpus,
-            dict(zip(self.rps, map(gpus.__getitem__, self.rp_gpus))),
+            self.by_provider,
             self.free_units,
             self.total_units,
             self.idle_gpus,
-            (tuple(gpus[i] for i in self.passthrough)
-             if self.passthrough else ()),
+            self.passthrough,
+            utils,
+            temps,
+            powers,
             util_sum / util_count if util_count else None,
             thermal,
             power,
             self.groups,
             self.fact_sets,
-            order,
-            best,
+            orders,
             self.fact_ids,
+            self.verdicts,
         )
 
 
 def build_host_record(payload: dict[str, Any],
                       received_at: float) -> HostRecord:
     """Precompute a host's lookups from a validated payload."""
-    return HostShape(payload['gpus'],
+    return HostShape(payload['host'], payload['gpus'],
                      payload.get('root_provider_uuid')).record(payload,
                                                                received_at)
 
@@ -703,7 +696,7 @@ class GpuStateCache:
         try:
             generated_at = float(payload['generated_at'])
             if shape is None:
-                shape = HostShape(payload['gpus'],
+                shape = HostShape(host, payload['gpus'],
                                   payload.get('root_provider_uuid'),
                                   gpus_size)
                 if part is not None:
@@ -739,6 +732,7 @@ class GpuStateCache:
                           {'host': host, 'new': record.generated_at,
                            'old': old.generated_at})
                 return False
+            providers = self._providers
             if old is not None:
                 old.replaced = True
                 if (old.root_provider_uuid != record.root_provider_uuid
@@ -746,11 +740,14 @@ class GpuStateCache:
                     for name in old.names():
                         if self._index.get(name) is old:
                             del self._index[name]
-                # providers the new record names anyway are overwritten
-                if old.by_provider.keys() != record.by_provider.keys():
+                if old.shape is not shape:
+                    # another shape: other GpuRecords, maybe other providers
                     for rp, gpu in old.by_provider.items():
-                        if self._providers.get(rp) is gpu:
-                            del self._providers[rp]
+                        if providers.get(rp) is gpu:
+                            del providers[rp]
+                    providers.update(shape.by_provider)
+            else:
+                providers.update(shape.by_provider)
             self._hosts[host] = record
             index = self._index
             index[host] = record
@@ -758,7 +755,6 @@ class GpuStateCache:
                 index[record.nodename] = record
             if record.root_provider_uuid:
                 index[record.root_provider_uuid] = record
-            self._providers.update(record.by_provider)
             self._ingested += 1
         if self._waiting:
             with self._arrived:

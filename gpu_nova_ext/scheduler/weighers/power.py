@@ -17,10 +17,13 @@ class GpuPowerWeigher(base.GpuWeigher):
     def value(self, record, gpus, host_state, ctx):
         if record is None:
             return None
-        if len(gpus) == 1 and gpus[0].power_headroom is not None:
-            return gpus[0].power_headroom
-        values = [g.power_headroom for g in gpus
-                  if g.power_headroom is not None]
+        per_gpu = record.power_headroom
+        if len(gpus) == 1:
+            value = per_gpu[gpus[0].index]
+            if value is not None:
+                return value
+        values = [v for v in (per_gpu[g.index] for g in gpus)
+                  if v is not None]
         if values:
             return min(values)
         return record.max_power_headroom

@@ -16,10 +16,13 @@ class GpuThermalWeigher(base.GpuWeigher):
     def value(self, record, gpus, host_state, ctx):
         if record is None:
             return None
-        if len(gpus) == 1 and gpus[0].thermal_headroom is not None:
-            return gpus[0].thermal_headroom
-        values = [g.thermal_headroom for g in gpus
-                  if g.thermal_headroom is not None]
+        per_gpu = record.thermal_headroom
+        if len(gpus) == 1:
+            value = per_gpu[gpus[0].index]
+            if value is not None:
+                return value
+        values = [v for v in (per_gpu[g.index] for g in gpus)
+                  if v is not None]
         if values:
             return min(values)
         return record.max_thermal_headroom

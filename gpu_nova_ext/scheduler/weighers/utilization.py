@@ -16,9 +16,13 @@ class GpuUtilizationWeigher(base.GpuWeigher):
     def value(self, record, gpus, host_state, ctx):
         if record is None:
             return None
-        if len(gpus) == 1 and gpus[0].utilization is not None:
-            return 1.0 - gpus[0].utilization
-        values = [g.utilization for g in gpus if g.utilization is not None]
+        per_gpu = record.utilization
+        if len(gpus) == 1:
+            value = per_gpu[gpus[0].index]
+            if value is not None:
+                return 1.0 - value
+        values = [v for v in (per_gpu[g.index] for g in gpus)
+                  if v is not None]
         if values:
             return 1.0 - sum(values) / len(values)
         if record.mean_utilization is None:

@@ -152,6 +152,21 @@ class TestMetricWeighers(WeigherTestCase):
             [utilization.GpuUtilizationWeigher()],
             self.hosts(['hot', 'cool', 'idle'])))
 
+    def test_one_host_at_a_time(self):
+        # Nova's BaseWeigher API: _weigh_object() on one HostState gives
+        # the raw value weigh_objects() gives for it
+        spec = no.request_spec(VGPU)
+        for weigher, host, raw in (
+                (utilization.GpuUtilizationWeigher(), 'hot', 1.0 - 0.9),
+                (thermal.GpuThermalWeigher(), 'cool', 87 - 35),
+                (power.GpuPowerWeigher(), 'idle', None)):
+            host_state = self.hosts([host])[0]
+            got = weigher._weigh_object(host_state, spec)
+            if raw is None:       # power: off by default, weighs nothing
+                self.assertEqual(0.0, got)
+            else:
+                self.assertAlmostEqual(raw, got)
+
     def test_thermal(self):
         self.assertEqual(['cool', 'idle', 'hot'], self.ranking(
             [thermal.GpuThermalWeigher()],

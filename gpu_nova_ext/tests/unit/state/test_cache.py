@@ -126,11 +126,52 @@ class TestCache(testtools.TestCase):
         self.assertEqual((1.25, 3.0), self.cache.free_capacity('a'))
         self.assertEqual(1, record.idle_gpus)
         self.assertEqual(2, record.gpus[3].health_rank)
-        self.assertEqual(87 - 40, gpu0.thermal_headroom)
-        self.assertAlmostEqual((300 - 70) / 300, gpu0.power_headroom)
+        self.assertEqual(0, gpu0.index)
+        self.assertEqual(87 - 40, record.thermal_headroom[gpu0.index])
+        self.assertAlmostEqual((300 - 70) / 300,
+                               record.power_headroom[gpu0.index])
+        self.assertAlmostEqual(0.1, record.utilization[gpu0.index])
         # health facts grouped: one group per distinct rank
         self.assertEqual({0, 2}, set(record.groups['health']))
-        self.assertEqual(0, record.order['pack'][no.rp_uuid('a', no.pci(2))])
+        self.assertEqual(
+            0, record.orders['pack'][0][no.rp_uuid('a', no.pci(2))])
+
+    def test_payloads_of_one_shape_share_records_and_verdicts(self):
+        self.assertTrue(self.cache.update(self._payload('a', 100.0)))
+        first = self.cache.host_record('a')
+        first.verdicts['some filter'] = True
+        payload = self._payload('a', 101.0, utilization=55.0)
+        self.assertTrue(self.cache.update(payload))
+        second = self.cache.host_record('a')
+        self.assertTrue(first.replaced)
+        # only the metrics changed: the GPU records, lookups and filter
+        # verdicts are the first payload's; the metrics are the new ones
+        self.assertIs(first.gpus, second.gpus)
+        self.assertIs(first.by_provider, second.by_provider)
+        self.assertIs(first.verdicts, second.verdicts)
+        self.assertEqual([0.55, 0.55], second.utilization)
+        self.assertEqual([0.1, 0.1], first.utilization)
+        self.assertIs(payload, self.cache.get('a'))
+        rp = no.rp_uuid('a', no.pci(0))
+        self.assertIs(second.by_provider[rp], self.cache.gpu_for_provider(rp))
+        # the coolest order follows each record's own metrics
+        hot = self._payload('a', 102.0)
+        hot['gpus'][0]['metrics']['temperature_c'] = 80
+        self.assertTrue(self.cache.update(hot))
+        third = self.cache.host_record('a')
+        self.assertIs(first.gpus, third.gpus)
+        self.assertEqual(no.rp_uuid('a', no.pci(1)),
+                         third.orders['coolest'][1][0])
+        self.assertEqual(rp, second.orders['coolest'][1][0])
+        # another health: another shape, other records, no verdicts yet
+        self.assertTrue(self.cache.update(self._payload('a', 103.0,
+                                                        health='degraded')))
+        fourth = self.cache.host_record('a')
+        self.assertIsNot(first.gpus, fourth.gpus)
+        self.assertEqual({}, fourth.verdicts)
+        self.assertIs(fourth.by_provider[rp],
+                      self.cache.gpu_for_provider(rp))
+        self.assertEqual(1, fourth.gpus[0].health_rank)
 
     def test_new_payload_replaces_provider_index(self):
         self.cache.update(self._payload('a'))
@@ -165,7 +206,8 @@ class TestCache(testtools.TestCase):
         self.assertEqual(1, self.log.output.count('ahead of this scheduler'))
 
     def _records_equal(self, expected, got):
-        skip = {'received_at', 'memo', 'replaced', 'order', 'best'}
+        skip = {'received_at', 'memo', 'replaced', 'orders', 'shape',
+                'verdicts'}
         for field in dataclasses.fields(state_cache.HostRecord):
             if field.name in skip:
                 continue
@@ -185,9 +227,8 @@ class TestCache(testtools.TestCase):
             else:
                 self.assertEqual(want, have, field.name)
         for policy in state_cache.INTRA_HOST_POLICIES:
-            self.assertEqual(expected.order[policy], got.order[policy])
-            self.assertEqual(expected.best[policy], got.best[policy])
-        self.assertRaises(KeyError, got.order.__getitem__, 'sideways')
+            self.assertEqual(expected.orders[policy], got.orders[policy])
+        self.assertRaises(KeyError, got.orders.__getitem__, 'sideways')
 
     def test_known_shape_builds_the_same_records(self):
         # payloads whose GPUs changed only their metrics reuse the host's
