@@ -157,7 +157,7 @@ class HostRecord:
     root_provider_uuid: str | None
     generated_at: float
     received_at: float
-    payload: dict[str, Any]
+    payload: dict[str, Any] | None   # None once replaced
     shape: 'HostShape'
     gpus: tuple[GpuRecord, ...]
     by_provider: dict[str, GpuRecord]
@@ -181,11 +181,10 @@ class HostRecord:
     # share a verdict)
     fact_sets: dict[str, frozenset]
     # intra-host policy -> ({provider UUID: rank, 0 best}, provider UUIDs
-    # best GPU first); the root provider ranks last (ORDER_LAST) so that
-    # a candidate's rank is the min over its providers.  Read them by
-    # policy ([]): the policies that depend on metrics (coolest,
-    # least_loaded) are sorted on first use (most requests use one
-    # policy), the others come precomputed with the shape.
+    # best GPU first) of the policies that follow from the shape (pack,
+    # spread); the root provider ranks last (ORDER_LAST) so that a
+    # candidate's rank is the min over its providers.  order() gives any
+    # policy.
     orders: dict[str, tuple[dict[str, float], tuple[str, ...]]]
     # FAMILIES order -> small int id of the interned fact set (or -1):
     # filters look verdicts up by it without touching the set itself
@@ -193,7 +192,8 @@ class HostRecord:
     # filters' verdicts on facts of this shape, per constraint: shared by
     # the host's payloads of this shape
     verdicts: dict
-    # filters' verdicts that may depend on this payload's metrics
+    # what depends on this payload's metrics: filters' verdicts, the
+    # metric-dependent policies' orders (order())
     memo: dict = dataclasses.field(default_factory=dict)
     # set when a newer payload (or remove()) supersedes this record
     replaced: bool = False
@@ -201,6 +201,27 @@ class HostRecord:
     def names(self) -> tuple[str, ...]:
         return tuple(n for n in (self.root_provider_uuid, self.nodename,
                                  self.host) if n)
+
+    def order(self, policy: str
+              ) -> tuple[dict[str, float], tuple[str, ...]]:
+        """(provider -> rank, providers best first) for a policy.
+
+        The policies that depend on metrics (coolest, least_loaded) are
+        sorted on first use and kept in ``memo`` (most requests use one
+        policy; concurrent first uses compute the same value).  KeyError
+        for an unknown policy.
+        """
+        found = self.orders.get(policy)
+        if found is None:
+            key = ('order', policy)
+            found = self.memo.get(key)
+            if found is None:
+                if policy not in INTRA_HOST_POLICIES:
+                    raise KeyError(policy)
+                found = self.memo[key] = _order(
+                    self.gpus, self.root_provider_uuid, policy,
+                    self.utilization, self.thermal_headroom)
+        return found
 
 
 def _capacity(gpu: dict[str, Any], mode: str | None
@@ -303,24 +324,6 @@ def _order_key(policy: str, utilization: list, thermal: list
 # Intra-host policies whose order follows from the GPU objects without
 # their metrics (the rest also depend on the metrics).
 STATIC_POLICIES = ('pack', 'spread')
-
-
-class _Orders(dict):
-    """HostRecord.orders: a metric-dependent policy on first use.
-
-    Made from the shape's dict of the static policies; ``source`` is (the
-    host's GpuRecords, its root provider UUID, the record's utilization
-    and thermal headroom).  Concurrent first uses compute the same value.
-    """
-
-    __slots__ = ('source',)
-
-    def __missing__(self, policy: str):
-        if policy not in INTRA_HOST_POLICIES:
-            raise KeyError(policy)
-        value = _order(*self.source[:2], policy, *self.source[2:])
-        self[policy] = value
-        return value
 
 
 def _order(gpus, root: str | None, policy: str, utilization: list,
@@ -474,8 +477,6 @@ class HostShape:
                     power = watts
         gpus = self.gpus
         root = self.root
-        orders = _Orders(self.orders)
-        orders.source = (gpus, root, utils, temps)
         # positional: HostRecord's field order
         return HostRecord(
             self.host,
@@ -499,7 +500,7 @@ class HostShape:
             power,
             self.groups,
             self.fact_sets,
-            orders,
+            self.orders,
             self.fact_ids,
             self.verdicts,
         )
@@ -511,6 +512,15 @@ def build_host_record(payload: dict[str, Any],
     return HostShape(payload['host'], payload['gpus'],
                      payload.get('root_provider_uuid')).record(payload,
                                                                received_at)
+
+
+class _HostSlot:
+    """A host's newest HostRecord (None once removed)."""
+
+    __slots__ = ('record',)
+
+    def __init__(self) -> None:
+        self.record: HostRecord | None = None
 
 
 class GpuStateCache:
@@ -532,8 +542,10 @@ class GpuStateCache:
         self._conf = None
         self._lock = threading.Lock()
         self._hosts: dict[str, HostRecord] = {}
+        # host -> its _HostSlot (kept after remove(): HostStates hold it)
+        self._slots: dict[str, _HostSlot] = {}
         # host, nodename and root provider UUID -> record
-        self._index: dict[str, HostRecord] = {}
+        self._index: dict[str, _HostSlot] = {}
         self._providers: dict[str, GpuRecord] = {}
         # host -> ((static_part key, HostShape), ...), newest first
         self._shapes: dict[str, tuple] = {}
@@ -732,14 +744,22 @@ class GpuStateCache:
                           {'host': host, 'new': record.generated_at,
                            'old': old.generated_at})
                 return False
+            slot = self._slots.get(host)
+            if slot is None:
+                slot = self._slots[host] = _HostSlot()
             providers = self._providers
+            index = self._index
             if old is not None:
                 old.replaced = True
-                if (old.root_provider_uuid != record.root_provider_uuid
-                        or old.nodename != record.nodename):
+                # a request may still hold the old record (plugins never
+                # read its payload): let the payload go here
+                old.payload = None
+                renamed = (old.root_provider_uuid != record.root_provider_uuid
+                           or old.nodename != record.nodename)
+                if renamed:
                     for name in old.names():
-                        if self._index.get(name) is old:
-                            del self._index[name]
+                        if index.get(name) is slot:
+                            del index[name]
                 if old.shape is not shape:
                     # another shape: other GpuRecords, maybe other providers
                     for rp, gpu in old.by_provider.items():
@@ -747,14 +767,15 @@ class GpuStateCache:
                             del providers[rp]
                     providers.update(shape.by_provider)
             else:
+                renamed = True
                 providers.update(shape.by_provider)
             self._hosts[host] = record
-            index = self._index
-            index[host] = record
-            if record.nodename:
-                index[record.nodename] = record
-            if record.root_provider_uuid:
-                index[record.root_provider_uuid] = record
+            # HostStates that looked the host up hold its slot: they see
+            # the new record at once, and the old one is released here
+            slot.record = record
+            if renamed:
+                for name in record.names():
+                    index[name] = slot
             self._ingested += 1
         if self._waiting:
             with self._arrived:
@@ -769,8 +790,11 @@ class GpuStateCache:
             if old is None:
                 return
             old.replaced = True
+            old.payload = None
+            slot = self._slots[host]
+            slot.record = None
             for name in old.names():
-                if self._index.get(name) is old:
+                if self._index.get(name) is slot:
                     del self._index[name]
             for rp, gpu in old.by_provider.items():
                 if self._providers.get(rp) is gpu:
@@ -795,7 +819,8 @@ class GpuStateCache:
     def host_record(self, name: str,
                     now: float | None = None) -> HostRecord | None:
         """Live record by host, nodename or root provider UUID."""
-        record = self._index.get(name)
+        slot = self._index.get(name)
+        record = slot.record if slot is not None else None
         if record is None or record.received_at < self._oldest_live(now):
             return None
         return record
@@ -809,21 +834,22 @@ class GpuStateCache:
         :param oldest: ``now - state_ttl`` as :meth:`oldest_live` gives it
             (computed once per request, not per host).
         """
-        # The record is remembered on the HostState (nova-scheduler keeps
-        # those between requests) under a name unique to this cache, so
-        # the next lookup is one attribute read until a newer payload
-        # replaces the record.
+        # The host's slot is remembered on the HostState (nova-scheduler
+        # keeps those between requests) under a name unique to this
+        # cache, so a lookup is one dict read and one attribute read, also
+        # after new payloads (the slot holds the host's newest record).
         attr = self._host_attr
-        record = host_state.__dict__.get(attr)
-        if record is None or record.replaced:
+        slot = host_state.__dict__.get(attr)
+        if slot is None:
             index = self._index
-            record = (index.get(host_state.uuid)
-                      or index.get(host_state.nodename)
-                      or index.get(host_state.host))
-            if record is None:
+            slot = (index.get(host_state.uuid)
+                    or index.get(host_state.nodename)
+                    or index.get(host_state.host))
+            if slot is None:
                 return None
-            setattr(host_state, attr, record)
-        if record.received_at < oldest:
+            setattr(host_state, attr, slot)
+        record = slot.record
+        if record is None or record.received_at < oldest:
             return None
         return record
 

@@ -32,7 +32,7 @@ class GpuCandidateOrderFilter(base.GpuFilter):
     ``coolest`` (most thermal headroom) or ``least_loaded`` (lowest
     utilization); healthy GPUs before degraded ones, those before
     unhealthy ones.  The GPU order is computed when the host's state
-    arrives (``HostRecord.orders``): usually the first GPU or two looked for
+    arrives (``HostRecord.order()``): usually the first GPU or two looked for
     find their candidate, so few candidates are read; otherwise every
     candidate is ranked and the list sorted.
     """
@@ -55,7 +55,8 @@ class GpuCandidateOrderFilter(base.GpuFilter):
             if record is None:
                 continue
             found = False
-            ranks, best = record.orders[policy]
+            ranks, best = (record.orders.get(policy)
+                           or record.order(policy))
             for rp in best[:_PROBES]:
                 for i, cand in enumerate(cands):
                     if rp in cand['allocations']:

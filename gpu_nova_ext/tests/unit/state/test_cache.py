@@ -134,7 +134,7 @@ class TestCache(testtools.TestCase):
         # health facts grouped: one group per distinct rank
         self.assertEqual({0, 2}, set(record.groups['health']))
         self.assertEqual(
-            0, record.orders['pack'][0][no.rp_uuid('a', no.pci(2))])
+            0, record.order('pack')[0][no.rp_uuid('a', no.pci(2))])
 
     def test_payloads_of_one_shape_share_records_and_verdicts(self):
         self.assertTrue(self.cache.update(self._payload('a', 100.0)))
@@ -161,8 +161,8 @@ class TestCache(testtools.TestCase):
         third = self.cache.host_record('a')
         self.assertIs(first.gpus, third.gpus)
         self.assertEqual(no.rp_uuid('a', no.pci(1)),
-                         third.orders['coolest'][1][0])
-        self.assertEqual(rp, second.orders['coolest'][1][0])
+                         third.order('coolest')[1][0])
+        self.assertEqual(rp, second.order('coolest')[1][0])
         # another health: another shape, other records, no verdicts yet
         self.assertTrue(self.cache.update(self._payload('a', 103.0,
                                                         health='degraded')))
@@ -227,8 +227,8 @@ class TestCache(testtools.TestCase):
             else:
                 self.assertEqual(want, have, field.name)
         for policy in state_cache.INTRA_HOST_POLICIES:
-            self.assertEqual(expected.orders[policy], got.orders[policy])
-        self.assertRaises(KeyError, got.orders.__getitem__, 'sideways')
+            self.assertEqual(expected.order(policy), got.order(policy))
+        self.assertRaises(KeyError, got.order, 'sideways')
 
     def test_known_shape_builds_the_same_records(self):
         # payloads whose GPUs changed only their metrics reuse the host's
