@@ -358,43 +358,55 @@ class GpuFilter(filters.BaseHostFilter, filters.CandidateFilterMixin):
         return passed
 
 
-_local = threading.local()
+_UNSET = object()
 
 
 def _resolve(weighed_obj_list, ctx: RequestContext) -> list:
-    """(HostRecord or None, GPUs of candidate 0, HostState) per host.
+    """Per host: (record or None, claimed GPUs, allocations, HostState).
 
-    Shared by all weighers of one weighing pass (Nova passes them the same
-    list).
+    The claimed GPUs are the GpuRecords of the providers that the host's
+    first allocation candidate (the one Nova claims) draws from, and the
+    allocations what it draws from each (``{'resources': {...}}``), in
+    the same order.  Shared by all weighers of one weighing pass (Nova
+    passes them the same list).
     """
-    memo = getattr(_local, 'resolved', None)
-    if memo is not None and memo[0] is weighed_obj_list and memo[1] is ctx:
-        return memo[2]
+    # kept with the request's context, so that it goes with the request
+    # (not with the next one, as a thread-local would)
+    memo = ctx.extra.get('resolved')
+    if memo is not None and memo[0] is weighed_obj_list:
+        return memo[1]
     lookup = ctx.cache.lookup
     oldest = ctx.oldest
     out = []
+    append = out.append
     if ctx.request.kind == NONE:
         # a non-GPU request draws no GPU: skip the candidates
         for weighed in weighed_obj_list:
             host_state = weighed.obj
-            out.append((lookup(host_state, oldest), (), host_state))
+            append((lookup(host_state, oldest), (), (), host_state))
     else:
-        append = out.append
         for weighed in weighed_obj_list:
             host_state = weighed.obj
             record = lookup(host_state, oldest)
             if record is None:
-                append((None, (), host_state))
+                append((None, (), (), host_state))
                 continue
             cands = host_state.allocation_candidates
             if not cands:
-                append((record, (), host_state))
+                append((record, (), (), host_state))
                 continue
-            # candidate_gpus(), inlined: this runs once per host
-            by_provider = record.by_provider
-            append((record, [by_provider[rp] for rp in cands[0]['allocations']
-                             if rp in by_provider], host_state))
-    _local.resolved = (weighed_obj_list, ctx, out)
+            # candidate_gpus(), inlined (this runs once per host), with
+            # one lookup per provider
+            get = record.by_provider.get
+            gpus = []
+            allocs = []
+            for rp, alloc in cands[0]['allocations'].items():
+                gpu = get(rp)
+                if gpu is not None:
+                    gpus.append(gpu)
+                    allocs.append(alloc)
+            append((record, gpus, allocs, host_state))
+    ctx.extra['resolved'] = (weighed_obj_list, out)
     return out
 
 
@@ -416,7 +428,13 @@ class GpuWeigher(weights.BaseHostWeigher):
         self._local = threading.local()
 
     def value(self, record: state_cache.HostRecord | None, gpus: list,
-              host_state: Any, ctx: RequestContext) -> float | None:
+              allocs: list, host_state: Any,
+              ctx: RequestContext) -> float | None:
+        """The raw weight of one host, None when unknown.
+
+        :param gpus: the GpuRecords the claimed candidate draws from.
+        :param allocs: what it draws from each (``{'resources': ...}``).
+        """
         raise NotImplementedError()
 
     def _weigh_object(self, host_state, weight_properties):
@@ -433,24 +451,24 @@ class GpuWeigher(weights.BaseHostWeigher):
         local = self._local
         ctx = request_context(weight_properties)
         if not self.applies(ctx):
-            local.active = False
+            local.multiplier = None
             return [0.0] * len(weighed_obj_list)
         default = getattr(CONF.gpu_weights, self.OPTION)
-        local.active = True
-        local.default = default
         if default == 0.0 and not _any_aggregates(weighed_obj_list):
             # off, and no aggregate can turn it on: skip the work
-            local.active = False
+            local.multiplier = None
             return [0.0] * len(weighed_obj_list)
+        local.multiplier = default
         value = self.value
         resolved = _resolve(weighed_obj_list, ctx)
         if self.FOR_GPU_REQUESTS and ctx.request.kind == MAYBE:
             # a GPU request only where the claimed candidate uses a GPU
-            raw = [value(record, gpus, host_state, ctx) if gpus else None
-                   for record, gpus, host_state in resolved]
+            raw = [value(record, gpus, allocs, host_state, ctx)
+                   if gpus else None
+                   for record, gpus, allocs, host_state in resolved]
         else:
-            raw = [value(record, gpus, host_state, ctx)
-                   for record, gpus, host_state in resolved]
+            raw = [value(record, gpus, allocs, host_state, ctx)
+                   for record, gpus, allocs, host_state in resolved]
         known = [v for v in raw if v is not None]
         if len(known) == len(raw):
             return raw
@@ -458,17 +476,17 @@ class GpuWeigher(weights.BaseHostWeigher):
         return [fill if v is None else v for v in raw]
 
     def weight_multiplier(self, host_state):
-        local = self._local
-        if not getattr(local, 'active', True):
-            # this weigher returned equal weights (normalized to 0)
+        # what weigh_objects() decided for this pass (this thread): None
+        # when it returned equal weights (normalized to 0)
+        multiplier = getattr(self._local, 'multiplier', _UNSET)
+        if multiplier is None:
             return 0.0
-        default = getattr(local, 'default', None)
-        if default is None:
-            default = getattr(CONF.gpu_weights, self.OPTION)
+        if multiplier is _UNSET:
+            multiplier = getattr(CONF.gpu_weights, self.OPTION)
         if not host_state.aggregates:
-            return default
+            return multiplier
         return sched_utils.get_weight_multiplier(host_state, self.OPTION,
-                                                 default)
+                                                 multiplier)
 
 
 def _any_aggregates(weighed_obj_list) -> bool:

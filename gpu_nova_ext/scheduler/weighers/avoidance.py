@@ -16,7 +16,7 @@ class GpuHostAvoidanceWeigher(base.GpuWeigher):
     OPTION = 'avoidance_weight_multiplier'
     FOR_GPU_REQUESTS = False
 
-    def value(self, record, gpus, host_state, ctx):
+    def value(self, record, gpus, allocs, host_state, ctx):
         if record is None or gpus:
             # no GPUs known, or (a "maybe" request) it does use a GPU here
             return 0.0

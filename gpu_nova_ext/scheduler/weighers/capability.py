@@ -61,7 +61,7 @@ class GpuCapabilityWeigher(base.GpuWeigher):
 
     OPTION = 'capability_weight_multiplier'
 
-    def value(self, record, gpus, host_state, ctx):
+    def value(self, record, gpus, allocs, host_state, ctx):
         if record is None:
             return None
         overrides = ctx.extra.get('capability_scores')

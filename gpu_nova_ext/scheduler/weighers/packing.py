@@ -19,30 +19,34 @@ class GpuPackingWeigher(base.GpuWeigher):
 
     OPTION = 'packing_weight_multiplier'
 
-    def value(self, record, gpus, host_state, ctx):
+    def value(self, record, gpus, allocs, host_state, ctx):
         if record is None:
             return None
         free = record.free_units
-        if gpus:
-            cands = host_state.allocation_candidates
-            if record.passthrough_unknown:
-                # Placement offers candidates only from free providers:
-                # a passthrough GPU in no candidate is in use (or failed
-                # this request's filters)
-                offered = set()
-                for cand in cands:
-                    offered.update(cand['allocations'])
-                for gpu in record.passthrough_unknown:
-                    if offered.isdisjoint(gpu.provider_uuids):
-                        free -= gpu.free_units
-            allocations = cands[0]['allocations']
-            for gpu in gpus:
-                # what the claim takes from this GPU: its instances there
-                taken = 0.0
-                for rp in gpu.provider_uuids:
-                    alloc = allocations.get(rp)
-                    if alloc is not None:
-                        taken += gpu.unit_per_instance * max(
-                            alloc['resources'].values())
-                free -= taken if taken < gpu.free_units else gpu.free_units
+        if not gpus:
+            return free
+        if record.passthrough_unknown:
+            # Placement offers candidates only from free providers: a
+            # passthrough GPU in no candidate is in use (or failed this
+            # request's filters)
+            offered = set()
+            for cand in host_state.allocation_candidates:
+                offered.update(cand['allocations'])
+            for gpu in record.passthrough_unknown:
+                if offered.isdisjoint(gpu.provider_uuids):
+                    free -= gpu.free_units
+        if len(gpus) == 1:
+            # what the claim takes from the GPU: its instances there
+            gpu = gpus[0]
+            taken = gpu.unit_per_instance * max(
+                allocs[0]['resources'].values())
+            return free - (taken if taken < gpu.free_units
+                           else gpu.free_units)
+        # several providers of one GPU (its VFs) may be claimed from
+        taken = {}
+        for gpu, alloc in zip(gpus, allocs):
+            taken[gpu] = taken.get(gpu, 0.0) + gpu.unit_per_instance * max(
+                alloc['resources'].values())
+        for gpu, units in taken.items():
+            free -= units if units < gpu.free_units else gpu.free_units
         return free

@@ -14,7 +14,7 @@ class GpuPowerWeigher(base.GpuWeigher):
 
     OPTION = 'power_weight_multiplier'
 
-    def value(self, record, gpus, host_state, ctx):
+    def value(self, record, gpus, allocs, host_state, ctx):
         if record is None:
             return None
         per_gpu = record.power_headroom

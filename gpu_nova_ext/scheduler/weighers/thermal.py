@@ -13,7 +13,7 @@ class GpuThermalWeigher(base.GpuWeigher):
 
     OPTION = 'thermal_weight_multiplier'
 
-    def value(self, record, gpus, host_state, ctx):
+    def value(self, record, gpus, allocs, host_state, ctx):
         if record is None:
             return None
         per_gpu = record.thermal_headroom
