@@ -126,6 +126,31 @@ class TestPacking(WeigherTestCase):
             [packing.GpuPackingWeigher()],
             self.hosts(['busy', 'sick', 'half']))[0])
 
+    def test_claim_through_two_vfs_of_one_gpu(self):
+        # SR-IOV vGPU: one provider per VF; a claim of 2 vGPUs may draw
+        # one from each of two VFs of the same GPU: 2 of its 4 instances
+        gpu = no.gpu_state('vf', 0, available=3, max_instances=4)
+        vfs = [no.rp_uuid('vf', 'vf%d' % i) for i in range(4)]
+        gpu['provider_uuids'] = vfs
+        self.add_host('vf', [gpu])
+        root = no.rp_uuid('vf')
+        claim = {'allocations': {
+            root: {'resources': {'VCPU': 4}},
+            vfs[0]: {'resources': {'VGPU': 1}},
+            vfs[1]: {'resources': {'VGPU': 1}}}}
+        host = no.host_state('vf', allocation_candidates=[claim])
+        raw = packing.GpuPackingWeigher().weigh_objects(
+            [nova_weights.WeighedHost(host, 0.0)],
+            no.request_spec({'resources:VGPU': '2'}))
+        # 3/4 free before, 2/4 taken by the claim
+        self.assertEqual([0.25], raw)
+        # a claim bigger than what is free never counts below zero
+        claim['allocations'][vfs[2]] = {'resources': {'VGPU': 2}}
+        raw = packing.GpuPackingWeigher().weigh_objects(
+            [nova_weights.WeighedHost(host, 0.0)],
+            no.request_spec({'resources:VGPU': '4'}))
+        self.assertEqual([0.0], raw)
+
     def test_host_without_state_weighs_as_average(self):
         weigher = packing.GpuPackingWeigher()
         hosts = self.hosts(['busy', 'ghost', 'empty'])
