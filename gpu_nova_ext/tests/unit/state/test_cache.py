@@ -173,6 +173,30 @@ class TestCache(testtools.TestCase):
                       self.cache.gpu_for_provider(rp))
         self.assertEqual(1, fourth.gpus[0].health_rank)
 
+    def test_host_state_follows_new_payloads(self):
+        host_state = no.host_state('a')
+        oldest = self.cache.oldest_live()
+        self.assertIsNone(self.cache.lookup(host_state, oldest))
+        self.assertTrue(self.cache.update(self._payload('a', 100.0)))
+        first = self.cache.lookup(host_state, oldest)
+        self.assertEqual(100.0, first.generated_at)
+        self.assertTrue(self.cache.update(self._payload('a', 101.0)))
+        # the HostState holds the host's slot: no new resolution, and the
+        # replaced record no longer holds its payload
+        self.assertEqual(101.0,
+                         self.cache.lookup(host_state, oldest).generated_at)
+        self.assertIsNone(first.payload)
+        self.assertEqual(101.0, self.cache.get('a')['generated_at'])
+        self.cache.remove('a')
+        self.assertIsNone(self.cache.lookup(host_state, oldest))
+        self.assertTrue(self.cache.update(self._payload('a', 102.0)))
+        self.assertEqual(102.0,
+                         self.cache.lookup(host_state, oldest).generated_at)
+        # stale state counts as missing
+        self.clock.now += self.cache.ttl + 1
+        self.assertIsNone(self.cache.lookup(host_state,
+                                            self.cache.oldest_live()))
+
     def test_new_payload_replaces_provider_index(self):
         self.cache.update(self._payload('a'))
         old_rp = no.rp_uuid('a', no.pci(1))
