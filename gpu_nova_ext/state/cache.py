@@ -78,6 +78,22 @@ def _parse_version(value: str | None) -> tuple[int, ...] | None:
         return None
 
 
+_MISSING = object()
+
+
+def _remembered(table: dict, limit: int, key, make):
+    """``table[key]``, made by ``make(key)`` the first time.
+
+    Bounded: the table is cleared when it holds ``limit`` entries.
+    """
+    found = table.get(key, _MISSING)
+    if found is _MISSING:
+        if len(table) >= limit:
+            table.clear()
+        found = table.setdefault(key, make(key))
+    return found
+
+
 # A fleet has few distinct models and versions: their parsed forms are
 # remembered (bounded: cleared when full).
 _MEMO_LIMIT = 4096
@@ -86,21 +102,11 @@ _models: dict = {}
 
 
 def _version(value: str | None) -> tuple[int, ...] | None:
-    found = _versions.get(value, _versions)
-    if found is _versions:
-        if len(_versions) >= _MEMO_LIMIT:
-            _versions.clear()
-        found = _versions[value] = _parse_version(value)
-    return found
+    return _remembered(_versions, _MEMO_LIMIT, value, _parse_version)
 
 
 def _model(value: str) -> str:
-    found = _models.get(value)
-    if found is None:
-        if len(_models) >= _MEMO_LIMIT:
-            _models.clear()
-        found = _models[value] = naming.normalize_model(value)
-    return found
+    return _remembered(_models, _MEMO_LIMIT, value, naming.normalize_model)
 
 
 @dataclasses.dataclass(eq=False, slots=True)
@@ -349,22 +355,13 @@ _next_fact_set_id = itertools.count()
 
 
 def _intern(value):
-    found = _interned.get(value)
-    if found is None:
-        if len(_interned) >= _INTERN_LIMIT:
-            _interned.clear()
-        _interned[value] = found = value
-    return found
+    return _remembered(_interned, _INTERN_LIMIT, value, lambda v: v)
 
 
 def fact_set_id(fact_set: frozenset) -> int:
     """A stable small int per distinct fact set (never reused)."""
-    found = _fact_set_ids.get(fact_set)
-    if found is None:
-        if len(_fact_set_ids) >= _INTERN_LIMIT:
-            _fact_set_ids.clear()
-        found = _fact_set_ids.setdefault(fact_set, next(_next_fact_set_id))
-    return found
+    return _remembered(_fact_set_ids, _INTERN_LIMIT, fact_set,
+                       lambda _s: next(_next_fact_set_id))
 
 
 def _mean(values: list[float]) -> float | None:
