@@ -105,16 +105,6 @@ def draws_gpu(record: state_cache.HostRecord, host_state: Any) -> bool:
     return False
 
 
-def candidate_gpus(record: state_cache.HostRecord, host_state: Any) -> list:
-    """GpuRecords that the first (claimed) candidate draws from."""
-    cands = host_state.allocation_candidates
-    if not cands:
-        return []
-    by_provider = record.by_provider
-    return [by_provider[rp] for rp in cands[0]['allocations']
-            if rp in by_provider]
-
-
 _memo_keys: dict = {}
 _memo_keys_lock = threading.Lock()
 _key_ids = itertools.count()
@@ -361,6 +351,30 @@ class GpuFilter(filters.BaseHostFilter, filters.CandidateFilterMixin):
 _UNSET = object()
 
 
+def claim_of(record: state_cache.HostRecord, cand: dict) -> tuple:
+    """(GpuRecords, allocations) of the providers a candidate draws from.
+
+    In the candidate's order; an allocation is what it draws from that
+    GPU provider (``{'resources': {...}}``).
+    """
+    get = record.by_provider.get
+    gpus = []
+    allocs = []
+    for rp, alloc in cand['allocations'].items():
+        gpu = get(rp)
+        if gpu is not None:
+            gpus.append(gpu)
+            allocs.append(alloc)
+    return gpus, allocs
+
+
+# RequestContext.extra key: id(HostState) -> (candidate, record, GPUs,
+# allocations) of the candidate GpuCandidateOrderFilter put first, resolved
+# while it had the host's data at hand; the weighers use it while that
+# candidate is still first
+CLAIMS = 'claims'
+
+
 def _resolve(weighed_obj_list, ctx: RequestContext) -> list:
     """Per host: (record or None, claimed GPUs, allocations, HostState).
 
@@ -372,7 +386,8 @@ def _resolve(weighed_obj_list, ctx: RequestContext) -> list:
     """
     # kept with the request's context, so that it goes with the request
     # (not with the next one, as a thread-local would)
-    memo = ctx.extra.get('resolved')
+    extra = ctx.extra
+    memo = extra.get('resolved')
     if memo is not None and memo[0] is weighed_obj_list:
         return memo[1]
     lookup = ctx.cache.lookup
@@ -385,28 +400,25 @@ def _resolve(weighed_obj_list, ctx: RequestContext) -> list:
             host_state = weighed.obj
             append((lookup(host_state, oldest), (), (), host_state))
     else:
+        claims = extra.get(CLAIMS) or {}
+        get_claim = claims.get
         for weighed in weighed_obj_list:
             host_state = weighed.obj
+            cands = host_state.allocation_candidates
+            claim = get_claim(id(host_state))
+            if claim is not None and cands and cands[0] is claim[0]:
+                append((claim[1], claim[2], claim[3], host_state))
+                continue
             record = lookup(host_state, oldest)
             if record is None:
                 append((None, (), (), host_state))
                 continue
-            cands = host_state.allocation_candidates
             if not cands:
                 append((record, (), (), host_state))
                 continue
-            # candidate_gpus(), inlined (this runs once per host), with
-            # one lookup per provider
-            get = record.by_provider.get
-            gpus = []
-            allocs = []
-            for rp, alloc in cands[0]['allocations'].items():
-                gpu = get(rp)
-                if gpu is not None:
-                    gpus.append(gpu)
-                    allocs.append(alloc)
+            gpus, allocs = claim_of(record, cands[0])
             append((record, gpus, allocs, host_state))
-    ctx.extra['resolved'] = (weighed_obj_list, out)
+    extra['resolved'] = (weighed_obj_list, out)
     return out
 
 
@@ -422,6 +434,8 @@ class GpuWeigher(weights.BaseHostWeigher):
 
     OPTION = ''
     FOR_GPU_REQUESTS = True
+    # [gpu_weights] OPTION as the last weighing pass that applied read it
+    _option_value = 0.0
 
     def __init__(self):
         super().__init__()
@@ -459,6 +473,8 @@ class GpuWeigher(weights.BaseHostWeigher):
             local.multiplier = None
             return [0.0] * len(weighed_obj_list)
         local.multiplier = default
+        # the same for every thread (the option's value)
+        self._option_value = default
         value = self.value
         resolved = _resolve(weighed_obj_list, ctx)
         if self.FOR_GPU_REQUESTS and ctx.request.kind == MAYBE:
@@ -476,8 +492,15 @@ class GpuWeigher(weights.BaseHostWeigher):
         return [fill if v is None else v for v in raw]
 
     def weight_multiplier(self, host_state):
+        if not host_state.aggregates:
+            # Nova multiplies each host's normalized weight by this: the
+            # option's value where the weigher applied, and where it did
+            # not, all weights are equal and normalized to 0, so any
+            # number does (one attribute read per host and weigher)
+            return self._option_value
         # what weigh_objects() decided for this pass (this thread): None
-        # when it returned equal weights (normalized to 0)
+        # when it returned equal weights (normalized to 0), so that the
+        # aggregates of hosts are not read in vain
         multiplier = getattr(self._local, 'multiplier', _UNSET)
         if multiplier is None:
             return 0.0

@@ -5,6 +5,10 @@ from gpu_nova_ext.state import cache as state_cache
 _LAST = state_cache.ORDER_LAST
 # how many of the best GPUs to look for before ranking every candidate
 _PROBES = 2
+# HostState attribute: GPU provider -> index of the candidate that drew
+# from it in an earlier request (checked before use, so only a hint)
+_HINTS = '_gpu_nova_ext_candidate_hints'
+_HINTS_LIMIT = 64
 
 
 def _sort(cands, ranks):
@@ -34,7 +38,11 @@ class GpuCandidateOrderFilter(base.GpuFilter):
     unhealthy ones.  The GPU order is computed when the host's state
     arrives (``HostRecord.order()``): usually the first GPU or two looked for
     find their candidate, so few candidates are read; otherwise every
-    candidate is ranked and the list sorted.
+    candidate is ranked and the list sorted.  The candidate moved is the
+    first in Placement's order that draws from the preferred GPU, or the
+    one found at the same position in an earlier request when it still
+    draws from that GPU (a host's candidates keep their order between
+    requests, so usually one candidate is read).
     """
 
     RUN_ON_REBUILD = False
@@ -47,25 +55,46 @@ class GpuCandidateOrderFilter(base.GpuFilter):
         lookup = ctx.cache.lookup
         oldest = ctx.oldest
         policy = ctx.policy
+        # the weighers' claimed GPUs, resolved here while the host's data
+        # is at hand (base._resolve)
+        claims = ctx.extra[base.CLAIMS] = {}
+        claim_of = base.claim_of
         for host_state in host_states:
             cands = host_state.allocation_candidates
-            if len(cands) < 2:
+            n = len(cands)
+            if not n:
                 continue
             record = lookup(host_state, oldest)
             if record is None:
                 continue
-            found = False
+            if n == 1:
+                cand = cands[0]
+                claims[id(host_state)] = (cand, record) + claim_of(record,
+                                                                   cand)
+                continue
             ranks, best = (record.orders.get(policy)
                            or record.order(policy))
+            # where each GPU's candidate was on this host last time:
+            # Placement lists a host's candidates in a stable order, so
+            # one candidate is read instead of half of them
+            hints = host_state.__dict__.get(_HINTS)
+            if hints is None or len(hints) > _HINTS_LIMIT:
+                hints = {}
+                setattr(host_state, _HINTS, hints)
             for rp in best[:_PROBES]:
-                for i, cand in enumerate(cands):
-                    if rp in cand['allocations']:
-                        if i:
-                            cands.insert(0, cands.pop(i))
-                        found = True
-                        break
-                if found:
-                    break
-            if not found:
+                i = hints.get(rp)
+                if i is None or i >= n or rp not in cands[i]['allocations']:
+                    for i, cand in enumerate(cands):
+                        if rp in cand['allocations']:
+                            hints[rp] = i
+                            break
+                    else:
+                        continue
+                if i:
+                    cands.insert(0, cands.pop(i))
+                break
+            else:
                 _sort(cands, ranks)
+            cand = cands[0]
+            claims[id(host_state)] = (cand, record) + claim_of(record, cand)
         return host_states

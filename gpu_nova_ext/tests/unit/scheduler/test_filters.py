@@ -437,6 +437,21 @@ class TestCandidateOrder(base.PluginTestCase):
         # ranked and the list sorted
         self.assertEqual([1, 3], self._order(gpus=[3, 1]))
 
+    def test_candidate_positions_from_earlier_requests(self):
+        # the filter remembers where each GPU's candidate was on this
+        # HostState; a list in another order (or shorter) is searched
+        host = no.host_state('h')
+        f = candidate_order.GpuCandidateOrderFilter()
+        for gpus, expected in (([3, 2, 1, 0], [0, 3, 2, 1]),
+                               ([3, 2, 1, 0], [0, 3, 2, 1]),
+                               ([0, 1, 2, 3], [0, 1, 2, 3]),
+                               ([1, 2, 3], [2, 1, 3]),
+                               ([2, 1, 0, 3], [0, 2, 1, 3])):
+            host.allocation_candidates = no.candidates('h', gpus)
+            spec = no.request_spec(VGPU)
+            self.assertEqual([host], no.run_filters([f], [host], spec))
+            self.assertEqual(expected, _cand_gpus(host))
+
     def test_least_loaded_differs_from_coolest(self):
         self.add_host('h', [
             no.gpu_state('h', 0, temperature=30, utilization=70),

@@ -1,6 +1,7 @@
 """GPU weighers on real Nova objects, through Nova's HostWeightHandler."""
 from nova.scheduler import weights as nova_weights
 
+from gpu_nova_ext.scheduler.filters import candidate_order
 from gpu_nova_ext.scheduler import weighers as gpu_weighers
 from gpu_nova_ext.scheduler.weighers import avoidance
 from gpu_nova_ext.scheduler.weighers import capability
@@ -160,6 +161,44 @@ class TestPacking(WeigherTestCase):
         self.assertEqual((raw[0] + raw[2]) / 2, raw[1])
 
 
+class TestClaimedCandidate(WeigherTestCase):
+    """Weighers weigh the candidate that is first when they run."""
+
+    def setUp(self):
+        super().setUp()
+        # GPU 0 busy and full, GPU 1 idle and free
+        self.add_host('h', [no.gpu_state('h', 0, utilization=90, available=1),
+                            no.gpu_state('h', 1, utilization=10)])
+        self.add_host('other', [no.gpu_state('other', 0, utilization=50)])
+
+    def _raw(self, host, spec):
+        weigher = utilization.GpuUtilizationWeigher()
+        other = no.host_state('other', allocation_candidates=no.candidates(
+            'other', [0]))
+        return weigher.weigh_objects(
+            [nova_weights.WeighedHost(h, 0.0) for h in (host, other)],
+            spec)[0]
+
+    def test_after_the_candidate_order_filter(self):
+        host = no.host_state('h', allocation_candidates=no.candidates(
+            'h', [1, 0]))
+        spec = no.request_spec(VGPU)
+        no.run_filters([candidate_order.GpuCandidateOrderFilter()], [host],
+                       spec)
+        # pack: GPU 0 (least free) first, and weighed
+        self.assertAlmostEqual(0.1, self._raw(host, spec))
+
+    def test_a_later_filter_changed_the_first_candidate(self):
+        host = no.host_state('h', allocation_candidates=no.candidates(
+            'h', [1, 0]))
+        spec = no.request_spec(VGPU)
+        no.run_filters([candidate_order.GpuCandidateOrderFilter()], [host],
+                       spec)
+        # a filter after it kept GPU 1's candidate only: that is weighed
+        host.allocation_candidates = host.allocation_candidates[1:]
+        self.assertAlmostEqual(0.9, self._raw(host, spec))
+
+
 class TestMetricWeighers(WeigherTestCase):
 
     def setUp(self):
@@ -287,5 +326,23 @@ class TestNonGpuRequestWeights(WeigherTestCase):
                     if c is not avoidance.GpuHostAvoidanceWeigher]
         weighed = no.weigh(weighers, hosts, no.request_spec({}))
         self.assertEqual([0.0, 0.0], [w.weight for w in weighed])
-        for w in weighers:
-            self.assertEqual(0.0, w.weight_multiplier(hosts[0]))
+
+    def test_zero_after_a_gpu_request(self):
+        # a GPU request leaves the weighers' multipliers set: a non-GPU
+        # request still weighs every host 0 by them
+        self.add_host('a', [no.gpu_state('a', 0, utilization=90,
+                                         available=1)])
+        self.add_host('b', [no.gpu_state('b', 0, utilization=0)])
+        weighers = [c() for c in gpu_weighers.all_weighers()
+                    if c is not avoidance.GpuHostAvoidanceWeigher]
+        gpu_hosts = [no.host_state(h, allocation_candidates=no.candidates(
+            h, [0])) for h in ('a', 'b')]
+        weighed = no.weigh(weighers, gpu_hosts, no.request_spec(VGPU))
+        self.assertNotEqual(weighed[0].weight, weighed[1].weight)
+        by_name = {type(w).__name__: w for w in weighers}
+        self.assertEqual(2.0, by_name['GpuUtilizationWeigher'].
+                         weight_multiplier(gpu_hosts[0]))
+        hosts = [no.host_state(h, allocation_candidates=no.plain_candidates(
+            h)) for h in ('a', 'b')]
+        weighed = no.weigh(weighers, hosts, no.request_spec({}))
+        self.assertEqual([0.0, 0.0], [w.weight for w in weighed])
