@@ -163,7 +163,9 @@ class HostRecord:
     root_provider_uuid: str | None
     generated_at: float
     received_at: float
-    payload: dict[str, Any] | None   # None once replaced
+    # the payload itself where its shape has no key (see payload()); None
+    # once replaced
+    kept: dict[str, Any] | None
     shape: 'HostShape'
     gpus: tuple[GpuRecord, ...]
     by_provider: dict[str, GpuRecord]
@@ -203,6 +205,23 @@ class HostRecord:
     memo: dict = dataclasses.field(default_factory=dict)
     # set when a newer payload (or remove()) supersedes this record
     replaced: bool = False
+    # with the shape's key, what payload() rebuilds the payload from: its
+    # fields but "gpus" (plain values) and its GPUs' metrics objects
+    top: dict[str, Any] | None = None
+    metrics: list | None = None
+
+    def payload(self) -> dict[str, Any] | None:
+        """The payload (a copy, equal to it), None once replaced.
+
+        The cache does not keep decoded payloads, whose thousands of
+        containers the garbage collector would walk again and again: a
+        payload is rebuilt from the shape's key, ``top`` and ``metrics``.
+        """
+        if self.replaced:
+            return None
+        if self.kept is not None:
+            return self.kept
+        return schema.rebuild(self.shape.key, self.top, self.metrics)
 
     def names(self) -> tuple[str, ...]:
         return tuple(n for n in (self.root_provider_uuid, self.nodename,
@@ -383,11 +402,14 @@ class HostShape:
     __slots__ = ('host', 'gpus_size', 'root', 'gpus', 'by_provider',
                  'usable_flags', 'passthrough', 'free_units', 'total_units',
                  'idle_gpus', 'groups', 'fact_sets', 'fact_ids', 'orders',
-                 'verdicts')
+                 'verdicts', 'key')
 
     def __init__(self, host: str, gpus: list, root: str | None,
-                 gpus_size: int = -1) -> None:
+                 gpus_size: int = -1, key: bytes | None = None) -> None:
         self.host = host
+        #: schema.static_part()'s key of the payloads of this shape (None:
+        #: the shape's records keep their payloads)
+        self.key = key
         #: compact JSON size of the GPU objects without metrics (-1: unknown)
         self.gpus_size = gpus_size
         self.root = root
@@ -425,11 +447,18 @@ class HostShape:
         """The HostRecord of a validated payload of this shape.
 
         :param metrics: the payload's metrics per GPU as
-            :func:`schema.static_part` gives them; None reads them from
-            the payload.
+            :func:`schema.static_part` gives them (with a shape that has a
+            key, the record keeps them and the payload's top-level fields,
+            not the payload); None reads them from the payload.
         """
-        if metrics is None:
-            metrics = [g.get('metrics') for g in payload['gpus']]
+        if metrics is None or self.key is None:
+            kept = payload
+            top = None
+            if metrics is None:
+                metrics = [g.get('metrics') for g in payload['gpus']]
+        else:
+            kept = None
+            top = {k: v for k, v in payload.items() if k != 'gpus'}
         absent = schema.ABSENT
         utils = []
         temps = []
@@ -481,7 +510,7 @@ class HostShape:
             root,
             float(payload['generated_at']),
             received_at,
-            payload,
+            kept,
             self,
             gpus,
             self.by_provider,
@@ -500,6 +529,10 @@ class HostShape:
             self.orders,
             self.fact_ids,
             self.verdicts,
+            {},
+            False,
+            top,
+            None if kept is not None else metrics,
         )
 
 
@@ -677,9 +710,10 @@ class GpuStateCache:
         a payload whose ``generated_at`` is older than the one held is
         ignored (logged at debug).
 
-        The payload is handed over: the cache keeps it as the host's
-        state (do not change it afterwards) and takes the GPUs' metrics
-        out of it for a moment while reading it (put back in place).
+        The payload is handed over: the cache keeps its GPUs' metrics
+        objects (do not change them afterwards; :meth:`get` rebuilds the
+        rest from the host's shape) and takes them out of the GPU objects
+        for a moment while reading it (put back in place).
         """
         shape = None
         metrics = None
@@ -707,7 +741,8 @@ class GpuStateCache:
             if shape is None:
                 shape = HostShape(host, payload['gpus'],
                                   payload.get('root_provider_uuid'),
-                                  gpus_size)
+                                  gpus_size,
+                                  key if part is not None else None)
                 if part is not None:
                     # the host's last two shapes: a GPU whose health or
                     # free vGPUs flip between two states keeps a match
@@ -750,7 +785,7 @@ class GpuStateCache:
                 old.replaced = True
                 # a request may still hold the old record (plugins never
                 # read its payload): let the payload go here
-                old.payload = None
+                old.kept = old.top = old.metrics = None
                 renamed = (old.root_provider_uuid != record.root_provider_uuid
                            or old.nodename != record.nodename)
                 if renamed:
@@ -787,7 +822,7 @@ class GpuStateCache:
             if old is None:
                 return
             old.replaced = True
-            old.payload = None
+            old.kept = old.top = old.metrics = None
             slot = self._slots[host]
             slot.record = None
             for name in old.names():
@@ -805,7 +840,7 @@ class GpuStateCache:
     def get(self, host: str) -> dict[str, Any] | None:
         """The live payload of ``host`` (or of a nodename / root RP UUID)."""
         record = self.host_record(host)
-        return record.payload if record is not None else None
+        return record.payload() if record is not None else None
 
     def hosts(self) -> list[str]:
         """Hosts with live state, sorted."""

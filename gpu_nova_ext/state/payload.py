@@ -338,6 +338,24 @@ def static_part(payload: Any) -> tuple[bytes, list] | None:
     return _static_part(payload, gpus)
 
 
+def rebuild(key: bytes, top: dict, metrics: list) -> dict:
+    """A payload equal to the one :func:`static_part` gave ``key`` for.
+
+    :param top: the payload's fields but ``gpus``.
+    :param metrics: what static_part() gave with the key.
+
+    New objects throughout; each GPU's ``metrics`` comes last.
+    """
+    _root, gpus = marshal.loads(key)
+    for gpu, values in zip(gpus, metrics):
+        if values is not ABSENT:
+            gpu['metrics'] = (values.copy() if values.__class__ is dict
+                              else values)
+    payload = dict(top)
+    payload['gpus'] = gpus
+    return payload
+
+
 def _static_part(payload: dict, gpus: list) -> tuple[bytes, list] | None:
     """static_part() of GPU objects with metrics anywhere, or none."""
     metrics = []

@@ -151,7 +151,14 @@ class TestCache(testtools.TestCase):
         self.assertIs(first.verdicts, second.verdicts)
         self.assertEqual([0.55, 0.55], second.utilization)
         self.assertEqual([0.1, 0.1], first.utilization)
-        self.assertIs(payload, self.cache.get('a'))
+        # the payload is not kept (its containers would burden the
+        # garbage collector), but rebuilt: equal, and a copy
+        got = self.cache.get('a')
+        self.assertEqual(payload, got)
+        self.assertIsNot(payload, got)
+        self.assertIsNone(second.kept)
+        got['gpus'][0]['metrics']['utilization_pct'] = 1.0
+        self.assertEqual(payload, self.cache.get('a'))
         rp = no.rp_uuid('a', no.pci(0))
         self.assertIs(second.by_provider[rp], self.cache.gpu_for_provider(rp))
         # the coolest order follows each record's own metrics
@@ -185,7 +192,7 @@ class TestCache(testtools.TestCase):
         # replaced record no longer holds its payload
         self.assertEqual(101.0,
                          self.cache.lookup(host_state, oldest).generated_at)
-        self.assertIsNone(first.payload)
+        self.assertIsNone(first.payload())
         self.assertEqual(101.0, self.cache.get('a')['generated_at'])
         self.cache.remove('a')
         self.assertIsNone(self.cache.lookup(host_state, oldest))
@@ -231,7 +238,9 @@ class TestCache(testtools.TestCase):
 
     def _records_equal(self, expected, got):
         skip = {'received_at', 'memo', 'replaced', 'orders', 'shape',
-                'verdicts'}
+                'verdicts', 'kept', 'top', 'metrics'}
+        # kept whole or rebuilt: the same payload
+        self.assertEqual(expected.payload(), got.payload())
         for field in dataclasses.fields(state_cache.HostRecord):
             if field.name in skip:
                 continue
@@ -287,6 +296,7 @@ class TestCache(testtools.TestCase):
             self._records_equal(
                 state_cache.build_host_record(copy.deepcopy(payload), 0.0),
                 self.cache.host_record('a'))
+            self.assertEqual(payload, self.cache.get('a'))
         # one full check: the first payload; the rest took the quick path
         self.assertEqual(1, len(calls))
 
