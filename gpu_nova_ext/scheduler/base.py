@@ -351,11 +351,13 @@ class GpuFilter(filters.BaseHostFilter, filters.CandidateFilterMixin):
 _UNSET = object()
 
 
-def claim_of(record: state_cache.HostRecord, cand: dict) -> tuple:
-    """(GpuRecords, allocations) of the providers a candidate draws from.
+def claim(record: state_cache.HostRecord, cand: dict,
+          host_state: Any) -> tuple:
+    """(record, GPUs, allocations, HostState, candidate) of a candidate.
 
-    In the candidate's order; an allocation is what it draws from that
-    GPU provider (``{'resources': {...}}``).
+    The GPUs are the GpuRecords of the providers the candidate draws
+    from, in its order, and the allocations what it draws from each
+    (``{'resources': {...}}``).
     """
     get = record.by_provider.get
     gpus = []
@@ -365,24 +367,22 @@ def claim_of(record: state_cache.HostRecord, cand: dict) -> tuple:
         if gpu is not None:
             gpus.append(gpu)
             allocs.append(alloc)
-    return gpus, allocs
+    return record, gpus, allocs, host_state, cand
 
 
-# RequestContext.extra key: id(HostState) -> (candidate, record, GPUs,
-# allocations) of the candidate GpuCandidateOrderFilter put first, resolved
-# while it had the host's data at hand; the weighers use it while that
-# candidate is still first
+# RequestContext.extra key: id(HostState) -> claim() of the candidate
+# GpuCandidateOrderFilter put first, made while it had the host's data at
+# hand; the weighers use it while that candidate is still first
 CLAIMS = 'claims'
 
 
 def _resolve(weighed_obj_list, ctx: RequestContext) -> list:
-    """Per host: (record or None, claimed GPUs, allocations, HostState).
+    """Per host: (record or None, GPUs, allocations, HostState, candidate).
 
-    The claimed GPUs are the GpuRecords of the providers that the host's
-    first allocation candidate (the one Nova claims) draws from, and the
-    allocations what it draws from each (``{'resources': {...}}``), in
-    the same order.  Shared by all weighers of one weighing pass (Nova
-    passes them the same list).
+    The claim() of the host's first allocation candidate (the one Nova
+    claims): the GpuRecords it draws from and the allocations what it
+    draws from each, in the same order.  Shared by all weighers of one
+    weighing pass (Nova passes them the same list).
     """
     # kept with the request's context, so that it goes with the request
     # (not with the next one, as a thread-local would)
@@ -398,26 +398,24 @@ def _resolve(weighed_obj_list, ctx: RequestContext) -> list:
         # a non-GPU request draws no GPU: skip the candidates
         for weighed in weighed_obj_list:
             host_state = weighed.obj
-            append((lookup(host_state, oldest), (), (), host_state))
+            append((lookup(host_state, oldest), (), (), host_state, None))
     else:
         claims = extra.get(CLAIMS) or {}
         get_claim = claims.get
         for weighed in weighed_obj_list:
             host_state = weighed.obj
             cands = host_state.allocation_candidates
-            claim = get_claim(id(host_state))
-            if claim is not None and cands and cands[0] is claim[0]:
-                append((claim[1], claim[2], claim[3], host_state))
+            found = get_claim(id(host_state))
+            if found is not None and cands and cands[0] is found[4]:
+                append(found)
                 continue
             record = lookup(host_state, oldest)
             if record is None:
-                append((None, (), (), host_state))
-                continue
-            if not cands:
-                append((record, (), (), host_state))
-                continue
-            gpus, allocs = claim_of(record, cands[0])
-            append((record, gpus, allocs, host_state))
+                append((None, (), (), host_state, None))
+            elif not cands:
+                append((record, (), (), host_state, None))
+            else:
+                append(claim(record, cands[0], host_state))
     extra['resolved'] = (weighed_obj_list, out)
     return out
 
@@ -481,10 +479,10 @@ class GpuWeigher(weights.BaseHostWeigher):
             # a GPU request only where the claimed candidate uses a GPU
             raw = [value(record, gpus, allocs, host_state, ctx)
                    if gpus else None
-                   for record, gpus, allocs, host_state in resolved]
+                   for record, gpus, allocs, host_state, _cand in resolved]
         else:
             raw = [value(record, gpus, allocs, host_state, ctx)
-                   for record, gpus, allocs, host_state in resolved]
+                   for record, gpus, allocs, host_state, _cand in resolved]
         known = [v for v in raw if v is not None]
         if len(known) == len(raw):
             return raw

@@ -58,7 +58,7 @@ class GpuCandidateOrderFilter(base.GpuFilter):
         # the weighers' claimed GPUs, resolved here while the host's data
         # is at hand (base._resolve)
         claims = ctx.extra[base.CLAIMS] = {}
-        claim_of = base.claim_of
+        claim = base.claim
         for host_state in host_states:
             cands = host_state.allocation_candidates
             n = len(cands)
@@ -68,9 +68,7 @@ class GpuCandidateOrderFilter(base.GpuFilter):
             if record is None:
                 continue
             if n == 1:
-                cand = cands[0]
-                claims[id(host_state)] = (cand, record) + claim_of(record,
-                                                                   cand)
+                claims[id(host_state)] = claim(record, cands[0], host_state)
                 continue
             ranks, best = (record.orders.get(policy)
                            or record.order(policy))
@@ -81,7 +79,8 @@ class GpuCandidateOrderFilter(base.GpuFilter):
             if hints is None or len(hints) > _HINTS_LIMIT:
                 hints = {}
                 setattr(host_state, _HINTS, hints)
-            for rp in best[:_PROBES]:
+            for k in range(min(len(best), _PROBES)):
+                rp = best[k]
                 i = hints.get(rp)
                 if i is None or i >= n or rp not in cands[i]['allocations']:
                     for i, cand in enumerate(cands):
@@ -95,6 +94,5 @@ class GpuCandidateOrderFilter(base.GpuFilter):
                 break
             else:
                 _sort(cands, ranks)
-            cand = cands[0]
-            claims[id(host_state)] = (cand, record) + claim_of(record, cand)
+            claims[id(host_state)] = claim(record, cands[0], host_state)
         return host_states
