@@ -332,8 +332,16 @@ class GpuFilter(filters.BaseHostFilter, filters.CandidateFilterMixin):
                 if not cands:
                     passed.append(host_state)
                     continue
-                keep = [c for c in cands
-                        if verdict.isdisjoint(c['allocations'])]
+                if len(verdict) == 1:
+                    # one failing provider (the usual case): look it up
+                    # in each candidate (its keys are not read but on a
+                    # hash match)
+                    for rp in verdict:
+                        keep = [c for c in cands
+                                if rp not in c['allocations']]
+                else:
+                    keep = [c for c in cands
+                            if verdict.isdisjoint(c['allocations'])]
                 if keep:
                     if len(keep) != len(cands):
                         host_state.allocation_candidates = keep
