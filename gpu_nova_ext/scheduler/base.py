@@ -108,11 +108,11 @@ def draws_gpu(record: state_cache.HostRecord, host_state: Any) -> bool:
 _memo_keys: dict = {}
 _memo_keys_lock = threading.Lock()
 _key_ids = itertools.count()
-# memo key -> {fact-set id (HostRecord.fact_ids) or (fact,): verdict}: a
-# verdict on GPU facts is a pure function of the facts and the constraint,
-# valid across requests and hosts (a new payload may bring new fact sets,
-# never a different verdict for a known one)
-_fact_verdicts: dict[int, dict] = {}
+# memo key -> ({fact-set id (HostRecord.fact_ids): verdict}, {one GPU's
+# fact: verdict}): a verdict on GPU facts is a pure function of the facts
+# and the constraint, valid across requests and hosts (a new payload may
+# bring new fact sets, never a different verdict for a known one)
+_fact_verdicts: dict[int, tuple[dict, dict]] = {}
 MEMO_KEYS_LIMIT = 4096
 
 
@@ -134,11 +134,14 @@ def memo_key(*parts) -> int:
     return key
 
 
-def fact_verdicts(key: int) -> dict:
-    """The cross-request fact -> verdict memo of one memo key."""
+def fact_verdicts(key: int) -> tuple[dict, dict]:
+    """The cross-request verdict memos of one memo key.
+
+    (fact-set id -> verdict, one GPU's fact -> verdict).
+    """
     verdicts = _fact_verdicts.get(key)
     if verdicts is None:
-        verdicts = _fact_verdicts.setdefault(key, {})
+        verdicts = _fact_verdicts.setdefault(key, ({}, {}))
     return verdicts
 
 
@@ -232,7 +235,7 @@ class GpuFilter(filters.BaseHostFilter, filters.CandidateFilterMixin):
         return self._filter(filter_obj_list, ctx, constraint, name)
 
     def _verdict(self, record: state_cache.HostRecord, constraint: Any,
-                 facts_memo: dict):
+                 facts_memo: dict, fact_memo: dict):
         """True (all pass), False (all fail) or the failing providers."""
         if self.FAMILY is not None:
             fact_set = record.fact_sets.get(self.FAMILY)
@@ -248,11 +251,9 @@ class GpuFilter(filters.BaseHostFilter, filters.CandidateFilterMixin):
             failing = []
             passing = False
             for fact, providers in groups.items():
-                # (fact,): one GPU's fact, never equal to a fact set
-                ok = facts_memo.get((fact,))
+                ok = fact_memo.get(fact)
                 if ok is None:
-                    ok = facts_memo[(fact,)] = self.fact_passes(fact,
-                                                                constraint)
+                    ok = fact_memo[fact] = self.fact_passes(fact, constraint)
                 if ok:
                     passing = True
                 else:
@@ -283,7 +284,7 @@ class GpuFilter(filters.BaseHostFilter, filters.CandidateFilterMixin):
         oldest = ctx.oldest
         maybe = ctx.request.kind == MAYBE
         key = memo_key(name, constraint)
-        facts_memo = fact_verdicts(key)
+        facts_memo, fact_memo = fact_verdicts(key)
         family = self.FAMILY
         family_index = (state_cache.FAMILIES.index(family)
                         if family is not None else None)
@@ -315,7 +316,8 @@ class GpuFilter(filters.BaseHostFilter, filters.CandidateFilterMixin):
                 memo = record.verdicts if family is not None else record.memo
                 verdict = memo.get(key)
                 if verdict is None:
-                    verdict = self._verdict(record, constraint, facts_memo)
+                    verdict = self._verdict(record, constraint, facts_memo,
+                                            fact_memo)
                     if verdict.__class__ is frozenset or family is None:
                         if len(memo) >= MEMO_LIMIT:
                             memo.clear()
