@@ -175,8 +175,10 @@ class TestStateChannel(testtools.TestCase):
 
     def setUp(self):
         super().setUp()
-        support.require_broker(self)
+        # the shared hold first: the broker restart test (another stestr
+        # worker) may have the broker stopped until it lets go
         self.useFixture(support.BrokerInUse())
+        support.require_broker(self)
         self.topics = support.topics()
 
     def _conf(self, **gpu_scheduler):
