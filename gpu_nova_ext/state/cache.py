@@ -211,17 +211,24 @@ class HostRecord:
     metrics: list | None = None
 
     def payload(self) -> dict[str, Any] | None:
-        """The payload (a copy, equal to it), None once replaced.
+        """The payload, None once replaced.
 
-        The cache does not keep decoded payloads, whose thousands of
-        containers the garbage collector would walk again and again: a
-        payload is rebuilt from the shape's key, ``top`` and ``metrics``.
+        The cache does not keep decoded payloads (about a hundred
+        containers per host, which the garbage collector would walk on
+        every full pass): an equal one is rebuilt, a new copy on every
+        call, from the shape's key, ``top`` and ``metrics``; where the
+        shape has no key, the payload itself was kept.
         """
+        # each read once: a newer payload may replace this record (and
+        # clear these) meanwhile
+        kept, top, metrics = self.kept, self.top, self.metrics
         if self.replaced:
             return None
-        if self.kept is not None:
-            return self.kept
-        return schema.rebuild(self.shape.key, self.top, self.metrics)
+        if kept is not None:
+            return kept
+        if top is None or metrics is None:
+            return None
+        return schema.rebuild(self.shape.key, top, metrics)
 
     def names(self) -> tuple[str, ...]:
         return tuple(n for n in (self.root_provider_uuid, self.nodename,
@@ -839,8 +846,15 @@ class GpuStateCache:
 
     def get(self, host: str) -> dict[str, Any] | None:
         """The live payload of ``host`` (or of a nodename / root RP UUID)."""
-        record = self.host_record(host)
-        return record.payload() if record is not None else None
+        for _attempt in range(3):
+            record = self.host_record(host)
+            if record is None:
+                return None
+            payload = record.payload()
+            if payload is not None or not record.replaced:
+                return payload
+            # replaced since it was looked up: the newer one
+        return None
 
     def hosts(self) -> list[str]:
         """Hosts with live state, sorted."""
