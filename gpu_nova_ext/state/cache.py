@@ -13,8 +13,9 @@ and attribute reads:
   GpuRecord``, free/total GPU capacity, per GPU the utilization, thermal
   and power headroom and their host-wide fallbacks, the GPU order of each
   intra-host policy, and ``verdicts``, which filters fill per constraint;
-* a process-wide ``provider UUID -> GpuRecord`` index and
-  ``host/nodename/root provider UUID -> HostRecord``.
+* ``host/nodename/root provider UUID -> HostRecord`` and a process-wide
+  ``provider UUID -> GpuRecord`` index (for tools; rebuilt when asked
+  after a change, so ingestion does not maintain it).
 
 A host's state is live for ``[gpu_scheduler] state_ttl`` seconds after it
 was *received* (the scheduler's clock: agents' clocks may be skewed); an
@@ -583,7 +584,11 @@ class GpuStateCache:
         self._slots: dict[str, _HostSlot] = {}
         # host, nodename and root provider UUID -> record
         self._index: dict[str, _HostSlot] = {}
+        # provider UUID -> GpuRecord of the hosts' records, rebuilt on use
+        # after a change of shape (only tools and tests ask; ingestion
+        # does not pay for it)
         self._providers: dict[str, GpuRecord] = {}
+        self._providers_stale = False
         # host -> ((static_part key, HostShape), ...), newest first
         self._shapes: dict[str, tuple] = {}
         self._server = None
@@ -786,7 +791,6 @@ class GpuStateCache:
             slot = self._slots.get(host)
             if slot is None:
                 slot = self._slots[host] = _HostSlot()
-            providers = self._providers
             index = self._index
             if old is not None:
                 old.replaced = True
@@ -801,13 +805,10 @@ class GpuStateCache:
                             del index[name]
                 if old.shape is not shape:
                     # another shape: other GpuRecords, maybe other providers
-                    for rp, gpu in old.by_provider.items():
-                        if providers.get(rp) is gpu:
-                            del providers[rp]
-                    providers.update(shape.by_provider)
+                    self._providers_stale = True
             else:
                 renamed = True
-                providers.update(shape.by_provider)
+                self._providers_stale = True
             self._hosts[host] = record
             # HostStates that looked the host up hold its slot: they see
             # the new record at once, and the old one is released here
@@ -835,9 +836,7 @@ class GpuStateCache:
             for name in old.names():
                 if self._index.get(name) is slot:
                     del self._index[name]
-            for rp, gpu in old.by_provider.items():
-                if self._providers.get(rp) is gpu:
-                    del self._providers[rp]
+            self._providers_stale = True
 
     # -- lookups -----------------------------------------------------------
 
@@ -906,7 +905,7 @@ class GpuStateCache:
     def gpu_for_provider(self, provider_uuid: str,
                          now: float | None = None) -> GpuRecord | None:
         """The live GPU a Placement provider is backed by, or None."""
-        gpu = self._providers.get(provider_uuid)
+        gpu = self._provider_index().get(provider_uuid)
         if gpu is None:
             return None
         record = self._hosts.get(gpu.host)
@@ -916,7 +915,18 @@ class GpuStateCache:
 
     def is_gpu_provider(self, provider_uuid: str) -> bool:
         """True when any payload (live or not) named this provider."""
-        return provider_uuid in self._providers
+        return provider_uuid in self._provider_index()
+
+    def _provider_index(self) -> dict[str, GpuRecord]:
+        if self._providers_stale:
+            with self._lock:
+                if self._providers_stale:
+                    providers = {}
+                    for record in self._hosts.values():
+                        providers.update(record.by_provider)
+                    self._providers = providers
+                    self._providers_stale = False
+        return self._providers
 
     def free_capacity(self, host: str) -> tuple[float, float] | None:
         """(free, total) GPU equivalents of a host with live state."""
