@@ -204,6 +204,21 @@ class TestCache(testtools.TestCase):
         self.assertIsNone(self.cache.lookup(host_state,
                                             self.cache.oldest_live()))
 
+    def test_get_follows_a_record_replaced_meanwhile(self):
+        self.assertTrue(self.cache.update(self._payload('a', 100.0)))
+        first = self.cache.host_record('a')
+        self.assertTrue(self.cache.update(self._payload('a', 101.0)))
+        self.assertIsNone(first.payload())
+        # get() looked the host up just before the newer payload came
+        real = self.cache.host_record
+        looked_up = [first]
+        self.useFixture(fixtures.MockPatchObject(
+            self.cache, 'host_record',
+            side_effect=lambda name, now=None: (
+                looked_up.pop() if looked_up else real(name, now))))
+        self.assertEqual(101.0, self.cache.get('a')['generated_at'])
+        self.assertEqual([], looked_up)
+
     def test_new_payload_replaces_provider_index(self):
         self.cache.update(self._payload('a'))
         old_rp = no.rp_uuid('a', no.pci(1))
