@@ -177,9 +177,9 @@ class HostRecord:
     # tell (no "assigned"): counted free above; Placement's candidates tell
     passthrough_unknown: tuple[GpuRecord, ...]
     # from the metrics, per GpuRecord.index (None: not reported)
-    utilization: list[float | None]       # 0..1
-    thermal_headroom: list[float | None]  # degrees C below slowdown
-    power_headroom: list[float | None]    # 0..1 of the power limit left
+    utilization: tuple[float | None, ...]       # 0..1
+    thermal_headroom: tuple[float | None, ...]  # degrees C below slowdown
+    power_headroom: tuple[float | None, ...]    # 0..1 of the power limit
     # the same over usable GPUs: mean, max, max
     mean_utilization: float | None
     max_thermal_headroom: float | None
@@ -209,7 +209,7 @@ class HostRecord:
     # with the shape's key, what payload() rebuilds the payload from: its
     # fields but "gpus" (plain values) and its GPUs' metrics objects
     top: dict[str, Any] | None = None
-    metrics: list | None = None
+    metrics: tuple | None = None
 
     def payload(self) -> dict[str, Any] | None:
         """The payload, None once replaced.
@@ -526,9 +526,11 @@ class HostShape:
             self.total_units,
             self.idle_gpus,
             self.passthrough,
-            utils,
-            temps,
-            powers,
+            # tuples: of plain values, the garbage collector stops
+            # tracking them at its first pass (it keeps walking lists)
+            tuple(utils),
+            tuple(temps),
+            tuple(powers),
             util_sum / util_count if util_count else None,
             thermal,
             power,
@@ -540,7 +542,7 @@ class HostShape:
             {},
             False,
             top,
-            None if kept is not None else metrics,
+            None if kept is not None else tuple(metrics),
         )
 
 

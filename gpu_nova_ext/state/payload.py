@@ -338,7 +338,7 @@ def static_part(payload: Any) -> tuple[bytes, list] | None:
     return _static_part(payload, gpus)
 
 
-def rebuild(key: bytes, top: dict, metrics: list) -> dict:
+def rebuild(key: bytes, top: dict, metrics: list | tuple) -> dict:
     """A payload equal to the one :func:`static_part` gave ``key`` for.
 
     :param top: the payload's fields but ``gpus``.

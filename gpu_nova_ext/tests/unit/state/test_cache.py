@@ -149,8 +149,8 @@ class TestCache(testtools.TestCase):
         self.assertIs(first.gpus, second.gpus)
         self.assertIs(first.by_provider, second.by_provider)
         self.assertIs(first.verdicts, second.verdicts)
-        self.assertEqual([0.55, 0.55], second.utilization)
-        self.assertEqual([0.1, 0.1], first.utilization)
+        self.assertEqual((0.55, 0.55), second.utilization)
+        self.assertEqual((0.1, 0.1), first.utilization)
         # the payload is not kept (its containers would burden the
         # garbage collector), but rebuilt: equal, and a copy
         got = self.cache.get('a')
