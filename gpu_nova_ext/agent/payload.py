@@ -1,4 +1,7 @@
-"""The GPU state payload an agent casts to the schedulers (DESIGN §5)."""
+"""The GPU state payload an agent casts to the schedulers.
+
+See the design doc (doc/source/contributor): State protocol.
+"""
 import time
 from typing import Any
 

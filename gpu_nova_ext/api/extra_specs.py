@@ -1,4 +1,6 @@
-"""nova-api validators for the ``gpu:`` flavor extra specs (DESIGN §3).
+"""nova-api validators for the ``gpu:`` flavor extra specs.
+
+See the design doc (doc/source/contributor): Flavor extra specs.
 
 Loaded by nova-api through the ``nova.api.extra_spec_validators`` entry
 point ``gpu``.  With microversion 2.86 or later nova-api then rejects a

@@ -2,7 +2,7 @@
 
 ``--format table`` (default) is for people, ``--format json`` prints
 ``{"host": ..., "gpus": [...]}`` with the state payload's GPU objects
-(DESIGN section 7).  Without a GPU, try the shipped sample host::
+(design doc: Operator CLI).  Without a GPU, try the shipped sample host::
 
     gpu-nova-ext discover --nvml none --libvirt-uri \\
         test:///<site-packages>/gpu_nova_ext/inventory/samples/a100-vgpu-host.xml

@@ -96,7 +96,7 @@ class Gpu:
     assigned: bool | None = None
 
     def to_state(self) -> dict[str, Any]:
-        """The GPU object of the state payload (DESIGN section 5)."""
+        """The GPU object of the state payload (design doc: State protocol)."""
         metrics = dict(self.metrics)
         if self.slowdown_temperature_c is not None:
             metrics.setdefault('slowdown_temperature_c',

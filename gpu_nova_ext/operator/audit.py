@@ -226,7 +226,7 @@ def build_report(providers: list[ProviderView],
     """The audit of a cluster.  No I/O.
 
     From what :func:`collect` read and the live state payloads by host
-    (DESIGN section 5).
+    (design doc: State protocol).
     """
     states = states or {}
     by_uuid = {p.uuid: p for p in providers}

@@ -15,7 +15,7 @@ filters read.  The resource request is Nova's own:
 
 Required traits (``trait:CUSTOM_GPU_...=required``) let Placement prune
 hosts before the scheduler runs; the ``gpu:`` keys refine the choice in
-the scheduler (DESIGN section 3).
+the scheduler (design doc: Flavor extra specs).
 """
 import dataclasses
 import re

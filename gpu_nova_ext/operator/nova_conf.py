@@ -318,7 +318,10 @@ def _nvml_max(gpu: base.Gpu, t: base.MdevType) -> int | None:
 
 def scheduler_section(drop: DropIn, opts: GeneratorOptions,
                       with_pci: bool = True) -> None:
-    """Append the ``[filter_scheduler]`` options of DESIGN section 4."""
+    """Append the ``[filter_scheduler]`` options.
+
+    See the design doc (doc/source/contributor): Scheduler plugins.
+    """
     for path in AVAILABLE_FILTERS:
         drop.add('filter_scheduler', 'available_filters', path)
     filters = list(NOVA_DEFAULT_FILTERS)

@@ -2,7 +2,7 @@
 
 Pure functions, no I/O: the reporter reads Placement, calls
 :func:`translate`, diffs the result against what it read and writes only
-the difference.  The ownership rules are DESIGN section 2:
+the difference.  The ownership rules are design doc: Placement ownership:
 
 * ``annotate`` (both modes): only ``CUSTOM_GPU_*`` traits, on the compute
   node (root) provider and on the libvirt pGPU providers nova-compute
@@ -99,7 +99,7 @@ class Desired:
 
 
 def gpu_traits(gpu: base.Gpu, mode: str | None = None) -> frozenset[str]:
-    """The static traits of one GPU (DESIGN section 2 vocabulary).
+    """The static traits of one GPU (design doc: Placement ownership).
 
     ``mode`` overrides the GPU's own offering mode (a pGPU provider is a
     vGPU offer whatever discovery said).

@@ -4,15 +4,16 @@ One parser serves the filters, the weighers and nova-api's validators
 (:mod:`gpu_nova_ext.api.extra_specs` calls the ``parse_*`` functions), so
 a value the API accepts is a value the scheduler understands.
 
-A request is a *GPU request* (DESIGN section 3) when it asks for VGPU,
-PGPU, VGPU_DISPLAY_HEAD or ``CUSTOM_GPU_*`` resources (or a PCI-in-Placement
-class of an NVIDIA/AMD device) in any request group, for a PCI alias whose
-spec is a GPU, or has any ``gpu:`` key.  A request that asks for other
-custom resources or for a PCI alias of an ambiguous vendor (Intel) is a
-*maybe* request: it is a GPU request on the hosts whose allocation
-candidates draw from a provider the state cache knows as a GPU (custom
-mdev classes exist only in compute nodes' configuration).  Everything else
-is a non-GPU request, which the GPU filters pass untouched.
+A request is a *GPU request* (design doc: Flavor extra specs) when it asks
+for VGPU, PGPU, VGPU_DISPLAY_HEAD or ``CUSTOM_GPU_*`` resources (or a PCI-
+in-Placement class of an NVIDIA/AMD device) in any request group, for a
+PCI alias whose spec is a GPU, or has any ``gpu:`` key. A request that
+asks for other custom resources or for a PCI alias of an ambiguous vendor
+(Intel) is a *maybe* request: it is a GPU request on the hosts whose
+allocation candidates draw from a provider the state cache knows as a GPU
+(custom mdev classes exist only in compute nodes' configuration).
+Everything else is a non-GPU request, which the GPU filters pass
+untouched.
 """
 from collections.abc import Mapping
 import dataclasses

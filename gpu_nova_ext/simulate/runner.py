@@ -110,7 +110,7 @@ class Result:
     elapsed: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        """``--format json`` (DESIGN section 8)."""
+        """``--format json`` (design doc: Simulator)."""
         return {'placements': [s.to_dict() for s in self.servers],
                 'occupancy': [o.to_dict() for o in self.occupancy]}
 

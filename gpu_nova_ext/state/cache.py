@@ -1,4 +1,4 @@
-"""The scheduler-side GPU state cache (DESIGN section 5).
+"""The scheduler-side GPU state cache (design doc: State protocol).
 
 One :class:`GpuStateCache` per nova-scheduler process keeps the newest
 valid payload per host.  Ingestion (:meth:`GpuStateCache.update`, also the

@@ -1,4 +1,4 @@
-"""Schema of the GPU state payload (DESIGN section 5), version "1.0".
+"""Schema of the GPU state payload (design doc: State protocol), version "1.0".
 
 :func:`validate` checks what an agent cast before the scheduler's cache
 ingests it: schema version, required fields, types, value ranges and

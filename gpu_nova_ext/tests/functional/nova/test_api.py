@@ -86,7 +86,8 @@ class GpuExtraSpecValidationTest(integrated_helpers._IntegratedTestBase):
         flavor = self._create_flavor()
         for key, value in BAD_VALUES:
             text = self._assert_rejected(flavor, key, value)
-            # DESIGN section 3: the message names the key and the value
+            # the message names the key and the value (design doc: Flavor
+            # extra specs)
             self.assertIn(key, text, (key, value))
             self.assertIn(value, text, (key, value))
             # ... and what is allowed

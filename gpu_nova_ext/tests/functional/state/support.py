@@ -117,7 +117,7 @@ def gpu(index: int) -> dict:
 
 
 def payload(host: str, gpus: int = 8, generated_at: float = None) -> dict:
-    """A valid DESIGN section 5 payload with ``gpus`` GPUs."""
+    """A valid design doc: State protocol payload with ``gpus`` GPUs."""
     return {
         'version': '1.0',
         'host': host,

@@ -1,4 +1,4 @@
-"""The state payload the agent casts (DESIGN section 5)."""
+"""The state payload the agent casts (design doc: State protocol)."""
 import json
 
 import testtools

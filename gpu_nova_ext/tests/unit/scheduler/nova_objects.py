@@ -3,7 +3,7 @@
 Builds nova.scheduler.host_manager.HostState from real ComputeNode and
 service records (as HostManager does), RequestSpec/Flavor objects,
 Placement-shaped allocation candidates, and GPU state payloads of the
-DESIGN section 5 shape.  No mocks: the objects go through Nova's own
+design doc: State protocol shape.  No mocks: the objects go through Nova's own
 filter and weight handlers.
 """
 import datetime

@@ -1,4 +1,4 @@
-"""The state payload schema (DESIGN section 5)."""
+"""The state payload schema (design doc: State protocol)."""
 import copy
 import decimal
 import json
