@@ -1,0 +1,91 @@
+"""Remediation and drains against Nova's functional harness.
+
+The controller talks to the harness's Nova API through openstacksdk (as
+with clouds.yaml) and to its Placement through our PlacementClient
+(keystoneauth, ``admin_token``); notifications travel on the harness's
+``fake:/`` transport, where our agent's ``gpu.health.update`` and the
+controller's listener meet.
+"""
+import os
+import urllib.parse
+
+import fixtures
+from oslo_config import cfg
+
+from gpu_nova_ext import conf as gconf
+from gpu_nova_ext.operator import remediate
+from gpu_nova_ext.placement import client as placement_client
+from gpu_nova_ext.tests.functional.operator import sdk
+
+# as the Nova tests of vGPU live migration: versions that support it
+LM_LIBVIRT_VERSION = 8006000
+LM_QEMU_VERSION = 8001000
+
+
+class OpsMixin:
+    """A remediation controller for the harness's cloud."""
+
+    def ops_conf(self, **remediation) -> cfg.ConfigOpts:
+        """The CLI's configuration, loaded from a file as the CLI does."""
+        path = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                            'gpu-nova-ext.conf')
+        with open(path, 'w') as f:
+            f.write(OPS_CONF % {'placement': self.placement.fixture.endpoint})
+        conf = cfg.ConfigOpts()
+        gconf.register_opts(conf)
+        conf(['--config-file', path], project='gpu-nova-ext',
+             default_config_files=[])
+        settings = dict(enabled=True, poll_interval=0.05, retry_backoff=0,
+                        max_retries=0, action_timeout=60)
+        settings.update(remediation)
+        for name, value in settings.items():
+            conf.set_override(name, value, group='remediation')
+        return conf
+
+    def conn_factory(self, cloud=None):
+        return sdk.harness_connection(self)
+
+    def placement_factory(self, conf):
+        return placement_client.PlacementClient(conf)
+
+    def remediator(self, conf, **kw) -> remediate.Remediator:
+        self.lines = []
+        return remediate.Remediator(
+            conf, self.conn_factory(), self.placement_factory(conf),
+            report=self.lines.append, **kw)
+
+    def server_host(self, server_id: str) -> str:
+        return self.api.get_server(server_id)['OS-EXT-SRV-ATTR:host']
+
+    def set_metadata(self, server_id: str, metadata: dict) -> None:
+        self.api.api_post('/servers/%s/metadata' % server_id,
+                          {'metadata': metadata})
+
+    def _migrate_stub(self, domain, destination, params, flags):
+        """fakelibvirt's migrateToURI3 for any pair of hosts.
+
+        As Nova's LibvirtMigrationMixin, for a migration between any two
+        of the harness's hosts: the domain appears on the host named in
+        the destination URI, the source job completes.
+        """
+        dest = urllib.parse.urlparse(destination).hostname
+        self.computes[dest].driver._host.get_connection().createXML(
+            params['destination_xml'],
+            'fake-createXML-doesnt-care-about-flags')
+        domain.complete_job()
+
+
+OPS_CONF = """
+[DEFAULT]
+transport_url = fake:/
+
+[oslo_messaging_notifications]
+driver = messagingv2
+
+[placement]
+auth_type = admin_token
+endpoint = %(placement)s
+token = admin
+max_request_retries = 0
+retry_backoff = 0
+"""

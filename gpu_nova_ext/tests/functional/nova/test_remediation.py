@@ -1,0 +1,190 @@
+"""Remediation in Nova's harness: servers leave an unhealthy GPU.
+
+vGPU servers live-migrate between two hosts (fakelibvirt versions that
+support it, as Nova's own vGPU live-migration tests); the agent's health
+decides where Nova's scheduler (with our filters) puts them.
+"""
+import os
+import sys
+import threading
+import time
+
+import fixtures
+import oslo_messaging
+from testtools import content
+
+from gpu_nova_ext.agent import notifications
+from gpu_nova_ext.cmd import cli
+from gpu_nova_ext.cmd import ops_remediate
+from gpu_nova_ext import exception
+from gpu_nova_ext.operator import remediate_daemon
+from gpu_nova_ext.operator import remediation_notifier as rnotify
+from gpu_nova_ext.operator import remediation_policy as policy
+from gpu_nova_ext.tests.functional.nova import base
+from gpu_nova_ext.tests.functional.nova import ops_base
+
+VGPU = {'resources:VGPU': '1'}
+OPT_OUT = {policy.OPT_OUT_KEY: policy.OPT_OUT_VALUE}
+XID79 = 'XID 79: GPU has fallen off the bus'
+
+
+def a100(**kw):
+    return base.gpu(base.A100, vgpu_types=[
+        {'id': 'nvidia-11', 'name': 'A100D-5C', 'framebuffer_mib': 5120,
+         'max': 16}], **kw)
+
+
+class VGPURemediationTest(ops_base.OpsMixin, base.GpuVGPUTestBase):
+    """src: pGPU0 healthy, pGPU1 unhealthy; dest: two healthy pGPUs."""
+
+    FAKE_LIBVIRT_VERSION = ops_base.LM_LIBVIRT_VERSION
+    FAKE_QEMU_VERSION = ops_base.LM_QEMU_VERSION
+
+    def setUp(self):
+        super().setUp()
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.tests.fixtures.libvirt.Domain.migrateToURI3',
+            self._migrate_stub))
+        self.start_gpu_host('src', {base.PGPU0: a100(),
+                                    base.PGPU1: a100(health='unhealthy')})
+        self.start_gpu_host('dest', {base.PGPU0: a100(), base.PGPU1: a100()})
+        self.src_gpu = self.pgpu('src', base.PGPU0)
+
+    def boot_on_src(self):
+        server = self.boot(VGPU, host='src')
+        self.assertEqual(('src', self.src_gpu), self.gpu_of(server))
+        self.run_agent('src')
+        return server
+
+    def fail_src_gpu(self):
+        self.gpu_facts['src'][base.PGPU0]['health'] = 'unhealthy'
+        self.run_agent('src')
+
+    def trigger(self):
+        return policy.Trigger(host='src', gpu=base.PGPU0, reason=XID79)
+
+    def test_live_migrates_leaves_opted_out_within_limit(self):
+        moved = [self.boot_on_src()['id'] for _ in range(2)]
+        kept = self.boot_on_src()['id']
+        self.set_metadata(kept, OPT_OUT)
+        self.fail_src_gpu()
+        remediator = self.remediator(self.ops_conf(max_concurrent=1))
+        results = {r.decision.server: r for r in remediator.run(
+            self.trigger())}
+        for server in moved:
+            self.assertEqual(('moved', 'dest', policy.LIVE), (
+                results[server].outcome, results[server].destination,
+                results[server].decision.action))
+            body = self.api.get_server(server)
+            self.assertEqual(('dest', 'ACTIVE'), (
+                body['OS-EXT-SRV-ATTR:host'], body['status']))
+            self.assertEqual('dest', self.gpu_of(body)[0])
+        self.assertEqual('skipped', results[kept].outcome)
+        self.assertIn('remediation=never', results[kept].decision.reason)
+        self.assertEqual(('src', self.src_gpu),
+                         self.gpu_of(self.api.get_server(kept)))
+        self.assertEqual(1, remediator.peak_in_flight)
+        sent = [(e, p['server'], p['outcome'])
+                for e, p in remediator.notifier.sent]
+        for server in moved:
+            self.assertIn((rnotify.START, server, 'started'), sent)
+            self.assertIn((rnotify.END, server, 'moved'), sent)
+        self.assertIn((rnotify.END, kept, 'skipped'), sent)
+
+    def test_dry_run_moves_nothing(self):
+        server = self.boot_on_src()['id']
+        self.fail_src_gpu()
+        remediator = self.remediator(self.ops_conf(enabled=False))
+        [result] = remediator.run(self.trigger())
+        self.assertEqual('would-live-migrate', result.outcome)
+        self.assertEqual('src', self.server_host(server))
+        self.assertIn('dry run: would live-migrate %s' % server,
+                      '\n'.join(self.lines))
+        self.assertEqual([rnotify.END],
+                         [e for e, _ in remediator.notifier.sent])
+        self.assertTrue(remediator.notifier.sent[0][1]['dry_run'])
+
+    def test_refused_migration_reported_and_exit_2(self):
+        # no healthy GPU anywhere else: Nova finds no host, live or cold
+        for address in (base.PGPU0, base.PGPU1):
+            self.gpu_facts['dest'][address]['health'] = 'unhealthy'
+        self.run_agent('dest')
+        server = self.boot_on_src()['id']
+        self.fail_src_gpu()
+        conf = self.ops_conf()
+        args = cli.build_parser().parse_args(
+            ['remediate', '--once', '--host', 'src', '--gpu', base.PGPU0])
+        stdout = self.useFixture(fixtures.StringStream('stdout'))
+        self.useFixture(fixtures.MonkeyPatch('sys.stdout', stdout.stream))
+        exc = self.assertRaises(
+            exception.GpuNovaExtException, ops_remediate.run, args, conf,
+            conn_factory=self.conn_factory,
+            placement_factory=self.placement_factory)
+        self.assertIn('1 of 1 server(s) of remediation could not be moved',
+                      str(exc))
+        sys.stdout.flush()
+        out = stdout.getDetails()['stdout'].as_text()
+        # live first (refused), then cold (refused too), each reported
+        self.assertIn('Nova refused to live-migrate server %s' % server, out)
+        self.assertIn('FAILED cold-migrate %s' % server, out)
+        self.assertIn('status error) and the server is still on src', out)
+        self.assertEqual('src', self.server_host(server))
+        self.assertEqual('ACTIVE', self.api.get_server(server)['status'])
+
+    def test_vanished_server_and_unknown_host(self):
+        server = self.boot_on_src()
+        self.fail_src_gpu()
+        remediator = self.remediator(self.ops_conf())
+        decisions = remediator.plan(self.trigger())
+        self.assertEqual([policy.LIVE], [d.action for d in decisions])
+        self._delete_server(server)
+        [result] = remediator.execute(self.trigger(), decisions)
+        self.assertEqual('failed', result.outcome)
+        self.assertIn('%s no longer exists' % server['id'], result.error)
+        self.assertEqual(rnotify.ERROR, remediator.notifier.sent[-1][0])
+        exc = self.assertRaises(
+            exception.UnknownHost, remediator.plan,
+            policy.Trigger(host='nosuch', gpu=base.PGPU0, reason='x'))
+        self.assertIn("No host 'nosuch'", str(exc))
+
+    def test_mttr_health_notification_to_active(self):
+        """Agent health -> gpu.health.update -> daemon -> ACTIVE elsewhere.
+
+        Reports the time from the health change to ACTIVE (not asserted).
+        """
+        server = self.boot_on_src()['id']
+        conf = self.ops_conf(sweep_interval=0)
+        daemon = remediate_daemon.RemediationDaemon(conf,
+                                                    self.remediator(conf))
+        daemon.start_listener()
+        self.addCleanup(daemon.stop)
+        threading.Thread(target=daemon.run, daemon=True).start()
+
+        agent_conf = self.agent_conf('src')
+        # registers [oslo_messaging_notifications] on the agent's conf
+        oslo_messaging.get_notification_transport(agent_conf)
+        agent_conf.set_override('driver', ['messagingv2'],
+                                group='oslo_messaging_notifications')
+        started = time.monotonic()
+        self.fail_src_gpu()
+        notifications.HealthNotifier(agent_conf, 'src').send(
+            notifications.build_payload(
+                'src', base.PGPU0, None, base.A100['name'], 'healthy',
+                'unhealthy', [], [XID79]))
+        deadline = started + 60
+        while time.monotonic() < deadline and not daemon.results:
+            time.sleep(0.05)
+        mttr = time.monotonic() - started
+        [result] = daemon.results
+        self.assertEqual(('moved', 'dest'),
+                         (result.outcome, result.destination))
+        body = self.api.get_server(server)
+        self.assertEqual(('dest', 'ACTIVE'), (
+            body['OS-EXT-SRV-ATTR:host'], body['status']))
+        self.assertEqual(XID79 + '; vgpu server, status ACTIVE',
+                         daemon.remediator.notifier.sent[-1][1]['reason'])
+        line = ('MTTR (gpu.health.update to ACTIVE on another host, live '
+                'migration): %.2fs' % mttr)
+        self.addDetail('mttr', content.text_content(line))
+        if os.environ.get('GPU_NOVA_EXT_REPORT_MTTR'):
+            sys.__stderr__.write(line + '\n')
