@@ -1,8 +1,9 @@
 """Remediation in Nova's harness: servers leave an unhealthy GPU.
 
 vGPU servers live-migrate between two hosts (fakelibvirt versions that
-support it, as Nova's own vGPU live-migration tests); the agent's health
-decides where Nova's scheduler (with our filters) puts them.
+support it, as Nova's own vGPU live-migration tests), passthrough servers
+cold-migrate; the agent's health decides where Nova's scheduler (with our
+filters) puts them.
 """
 import os
 import sys
@@ -10,6 +11,8 @@ import threading
 import time
 
 import fixtures
+from nova.tests.fixtures import libvirt as fakelibvirt
+from nova.tests.functional.libvirt import base as libvirt_base
 import oslo_messaging
 from testtools import content
 
@@ -17,6 +20,8 @@ from gpu_nova_ext.agent import notifications
 from gpu_nova_ext.cmd import cli
 from gpu_nova_ext.cmd import ops_remediate
 from gpu_nova_ext import exception
+from gpu_nova_ext.inventory import manager
+from gpu_nova_ext.operator import nova_conf as nova_conf_gen
 from gpu_nova_ext.operator import remediate_daemon
 from gpu_nova_ext.operator import remediation_notifier as rnotify
 from gpu_nova_ext.operator import remediation_policy as policy
@@ -188,3 +193,72 @@ class VGPURemediationTest(ops_base.OpsMixin, base.GpuVGPUTestBase):
         self.addDetail('mttr', content.text_content(line))
         if os.environ.get('GPU_NOVA_EXT_REPORT_MTTR'):
             sys.__stderr__.write(line + '\n')
+
+
+class PassthroughRemediationTest(ops_base.OpsMixin, base.GpuSchedulerMixin,
+                                 base.GpuAgentMixin,
+                                 libvirt_base.ServersTestBase):
+    """Two hosts with one A100 each, passed through (PCI in Placement).
+
+    nova.conf comes from our generator, as in the PCI scenario; the
+    device_spec carries no live_migratable tag, so servers cold-migrate.
+    """
+
+    microversion = 'latest'
+    ADMIN_API = True
+    ADDITIONAL_FILTERS = ['PciPassthroughFilter'] + base.GPU_FILTERS
+    HOSTS = ('pt1', 'pt2')
+
+    def setUp(self):
+        super().setUp()
+        # as Nova's own PCI functional tests: no host sysfs
+        self.useFixture(fixtures.MockPatch(
+            'nova.pci.utils.is_physical_function', return_value=False))
+        self.useFixture(fixtures.MockPatch(
+            'nova.pci.utils.get_function_by_ifname',
+            return_value=(None, False)))
+        # as Nova's cold-migration tests: no instance disks to move
+        self.useFixture(fixtures.MockPatch(
+            'nova.virt.libvirt.LibvirtDriver._get_instance_disk_info',
+            return_value=[]))
+        self.useFixture(fixtures.MockPatch('os.rename'))
+        for host in self.HOSTS:
+            pci_info = fakelibvirt.HostPCIDevicesInfo(
+                num_pci=0, num_pfs=0, num_vfs=0)
+            pci_info.add_device(
+                dev_type='PCI', bus=0x81, slot=0, function=0,
+                iommu_group=40, numa_node=0, vend_id='10de',
+                vend_name='NVIDIA Corporation', prod_id='20b5',
+                prod_name='GA100 [A100 PCIe 80GB]', driver_name='vfio-pci')
+            self.pci_infos[host] = pci_info
+            self.gpu_facts[host] = {base.PGPU0: base.gpu(base.A100)}
+        self._write_agent_files('pt1')
+        drop_in = nova_conf_gen.generate(
+            manager.discover(self.agent_conf('pt1')))
+        self.flags(group='pci', report_in_placement=True,
+                   device_spec=drop_in.values('pci', 'device_spec'),
+                   alias=drop_in.values('pci', 'alias'))
+        self.flags(group='filter_scheduler', pci_in_placement=True)
+        for host in self.HOSTS:
+            self.start_compute(host, pci_info=self.pci_infos[host])
+            self.run_agent(host)
+
+    def test_cold_migrates_passthrough_server(self):
+        server = self.boot({'pci_passthrough:alias': 'gpu-a100-80gb-pcie:1'},
+                           host='pt1')
+        self.assertEqual(('pt1', 'pt1_%s' % base.PGPU0.upper()),
+                         self.gpu_of(server))
+        self.gpu_facts['pt1'][base.PGPU0]['health'] = 'unhealthy'
+        self.run_agent('pt1')
+        remediator = self.remediator(self.ops_conf())
+        [result] = remediator.run(policy.Trigger(
+            host='pt1', gpu=base.PGPU0, reason=XID79))
+        self.assertEqual(('moved', 'pt2', policy.COLD), (
+            result.outcome, result.destination, result.decision.action))
+        self.assertIn('passthrough server without live-migratable GPUs',
+                      result.decision.reason)
+        body = self.api.get_server(server['id'])
+        # the controller confirmed the resize: ACTIVE, on pt2's A100
+        self.assertEqual('ACTIVE', body['status'])
+        self.assertEqual(('pt2', 'pt2_%s' % base.PGPU0.upper()),
+                         self.gpu_of(body))
