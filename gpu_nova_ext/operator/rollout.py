@@ -20,15 +20,15 @@ def branch(driver: str | None) -> str | None:
 @dataclasses.dataclass
 class Batch:
     hosts: list[str]
-    down: dict[str, int]        # GPUs out of service by model
+    down: dict[str, int]        # capacity out of service by pool
     over_limit: list[str] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
 class RolloutPlan:
     batches: list[Batch]
-    totals: dict[str, int]      # GPUs by model (of the hosts in scope)
-    allowed: dict[str, int]     # GPUs that may be down at once, by model
+    totals: dict[str, int]      # capacity by pool (of the hosts in scope)
+    allowed: dict[str, int]     # capacity that may be down at once
     done: list[str]             # hosts already on the target branch
     notes: list[str]
 
@@ -38,8 +38,10 @@ def plan(report: audit.AuditReport, max_unavailable_pct: float,
          target_branch: str | None = None) -> RolloutPlan:
     """Batches of hosts to upgrade one after the other.
 
-    No GPU model loses more than ``max_unavailable_pct`` percent of its
-    GPUs at once.
+    No pool of GPUs (one model in one mode: ``A100_80GB_PCIE vgpu``) loses
+    more than ``max_unavailable_pct`` percent of its capacity at once.
+    Capacity is Placement's inventory: vGPUs of vGPU GPUs, whole GPUs of
+    passed-through ones.
 
     :param hosts: only these hosts (an aggregate); None: all GPU hosts
     :param model: only hosts with GPUs of this model (a prefix at a ``_``
@@ -52,11 +54,11 @@ def plan(report: audit.AuditReport, max_unavailable_pct: float,
     for g in report.gpus:
         if hosts is not None and g.host not in hosts:
             continue
-        by_host[g.host][g.model] += 1
+        by_host[g.host][pool(g)] += g.total
         branches[g.host].add(branch(g.driver))
     if model:
         by_host = {h: c for h, c in by_host.items()
-                   if any(_model_matches(m, model) for m in c)}
+                   if any(_model_matches(p.split()[0], model) for p in c)}
     totals: collections.Counter = collections.Counter()
     for counts in by_host.values():
         totals.update(counts)
@@ -84,9 +86,9 @@ def plan(report: audit.AuditReport, max_unavailable_pct: float,
                                  over_limit=over))
             for m in over:
                 notes.append(
-                    '%s alone takes %d of %d %s GPUs, more than %g%%: it '
-                    'gets a batch of its own and %s capacity drops below '
-                    'the limit while it is upgraded.'
+                    '%s alone holds %d of %d of %s capacity, more than '
+                    '%g%%: it gets a batch of its own and %s capacity drops '
+                    'below the limit while it is upgraded.'
                     % (host, counts[m], totals[m], m, max_unavailable_pct,
                        m))
     for b in batches:
@@ -103,15 +105,19 @@ def plan(report: audit.AuditReport, max_unavailable_pct: float,
                        done=done, notes=notes)
 
 
+def pool(gpu: audit.GpuView) -> str:
+    """``MODEL mode``: GPUs that can stand in for each other."""
+    return '%s %s' % (gpu.model, gpu.mode)
+
+
 def _model_matches(have: str, want: str) -> bool:
     want = want.upper()
     return have == want or have.startswith(want + '_')
 
 
 def render(p: RolloutPlan) -> str:
-    lines = ['Capacity by GPU model: %s' % (', '.join(
-        '%s %d GPUs (at most %d down at once)' % (m, p.totals[m],
-                                                  p.allowed[m])
+    lines = ['Capacity (Placement inventory): %s' % (', '.join(
+        '%s %d (at most %d down at once)' % (m, p.totals[m], p.allowed[m])
         for m in sorted(p.totals)) or 'none')]
     for i, b in enumerate(p.batches, 1):
         lines.append('batch %d: %s  (down: %s)%s' % (
