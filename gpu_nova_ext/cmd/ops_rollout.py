@@ -51,7 +51,7 @@ def parse_percent(text: str) -> float:
 
 def aggregate_hosts(conn, name: str) -> set[str]:
     from gpu_nova_ext.operator import nova_actions
-    for agg in nova_actions.call(conn.compute.aggregates):
+    for agg in nova_actions.call(conn, 'aggregates'):
         if agg.name == name or agg.id == name:
             return set(agg.hosts or ())
     raise exception.GpuNovaExtException(

@@ -36,19 +36,23 @@ def _unreachable(exc) -> exception.ComputeUnavailable:
     return exception.ComputeUnavailable(cloud='', reason=exc)
 
 
-def call(func, *args, **kwargs):
-    """Call the SDK; connection failures become ComputeUnavailable."""
+def call(conn, method: str, *args, **kwargs):
+    """``conn.compute.<method>(...)``.
+
+    An unreachable API (discovery included) becomes ComputeUnavailable.
+    """
     from keystoneauth1 import exceptions as ks_exc
     from openstack import exceptions as os_exc
     try:
-        return func(*args, **kwargs)
-    except (ks_exc.ConnectionError, ks_exc.EndpointNotFound,
-            ks_exc.DiscoveryFailure) as exc:
+        return getattr(conn.compute, method)(*args, **kwargs)
+    except ks_exc.ClientException as exc:
         raise _unreachable(exc)
     except os_exc.HttpException as exc:
         if exc.status_code and exc.status_code >= 500:
             raise _unreachable(exc)
         raise
+    except os_exc.SDKException as exc:
+        raise _unreachable(exc)
 
 
 def compute_service(conn, host: str):
@@ -56,7 +60,7 @@ def compute_service(conn, host: str):
 
     :raises UnknownHost: no such service.
     """
-    found = list(call(conn.compute.services, binary=COMPUTE_BINARY,
+    found = list(call(conn, 'services', binary=COMPUTE_BINARY,
                       host=host))
     if not found:
         raise exception.UnknownHost(host=host, where='Nova\'s compute '
@@ -72,7 +76,7 @@ def server_facts(conn, consumer) -> policy.ServerFacts:
     """What Nova says about the server of a GPU consumer."""
     from openstack import exceptions as os_exc
     try:
-        server = call(conn.compute.get_server, consumer.consumer)
+        server = call(conn, 'get_server', consumer.consumer)
     except os_exc.NotFoundException:
         return policy.ServerFacts(id=consumer.consumer, host=consumer.host,
                                   gpu=consumer.gpu, kind=consumer.kind,
@@ -86,7 +90,7 @@ def server_facts(conn, consumer) -> policy.ServerFacts:
 def get_server(conn, server_id: str):
     from openstack import exceptions as os_exc
     try:
-        return call(conn.compute.get_server, server_id)
+        return call(conn, 'get_server', server_id)
     except os_exc.NotFoundException:
         raise exception.ServerGone(server=server_id)
 
@@ -96,12 +100,12 @@ def start_move(conn, decision: policy.Decision, action: str) -> None:
     from openstack import exceptions as os_exc
     try:
         if action == policy.LIVE:
-            call(conn.compute.live_migrate_server, decision.server,
+            call(conn, 'live_migrate_server', decision.server,
                  host=None, block_migration='auto')
         elif action == policy.COLD:
-            call(conn.compute.migrate_server, decision.server)
+            call(conn, 'migrate_server', decision.server)
         elif action == policy.EVACUATE:
-            call(conn.compute.evacuate_server, decision.server)
+            call(conn, 'evacuate_server', decision.server)
         else:
             raise ValueError(action)
     except os_exc.NotFoundException:
@@ -116,8 +120,7 @@ def start_move(conn, decision: policy.Decision, action: str) -> None:
 
 def migration_ids(conn, server_id: str) -> set:
     """The ids of the server's migration records so far."""
-    return {m.id for m in call(conn.compute.migrations,
-                               instance_uuid=server_id)}
+    return {m.id for m in call(conn, 'migrations', instance_uuid=server_id)}
 
 
 def wait_moved(conn, decision: policy.Decision, action: str,
@@ -143,7 +146,7 @@ def wait_moved(conn, decision: policy.Decision, action: str,
                 fix='Look at openstack server show %s.' % decision.server)
         if (server.status == 'VERIFY_RESIZE' and not confirmed
                 and server.task_state is None):
-            call(conn.compute.confirm_server_resize, decision.server)
+            call(conn, 'confirm_server_resize', decision.server)
             confirmed = True
         elif (moved and server.task_state is None
               and server.status in ('ACTIVE', 'SHUTOFF', 'PAUSED')):
@@ -173,7 +176,7 @@ def wait_moved(conn, decision: policy.Decision, action: str,
 
 def _ended_migration(conn, decision, before) -> str | None:
     """The status of the migration asked for once it ended, else None."""
-    migrations = [m for m in call(conn.compute.migrations,
+    migrations = [m for m in call(conn, 'migrations',
                                   instance_uuid=decision.server)
                   if m.id not in before]
     if not migrations:
@@ -189,6 +192,6 @@ def set_service_status(conn, host: str, enabled: bool,
                        reason: str | None = None):
     service = compute_service(conn, host)
     if enabled:
-        return call(conn.compute.enable_service, service)
-    return call(conn.compute.disable_service, service,
+        return call(conn, 'enable_service', service)
+    return call(conn, 'disable_service', service,
                 disabled_reason=reason)
