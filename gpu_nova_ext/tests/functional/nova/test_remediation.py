@@ -191,7 +191,7 @@ class VGPURemediationTest(ops_base.OpsMixin, base.GpuVGPUTestBase):
         line = ('MTTR (gpu.health.update to ACTIVE on another host, live '
                 'migration): %.2fs' % mttr)
         self.addDetail('mttr', content.text_content(line))
-        if os.environ.get('GPU_NOVA_EXT_REPORT_MTTR'):
+        if os.environ.get('MTTR_REPORT'):
             sys.__stderr__.write(line + '\n')
 
 
