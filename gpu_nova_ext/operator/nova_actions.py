@@ -84,7 +84,8 @@ def server_facts(conn, consumer) -> policy.ServerFacts:
     return policy.ServerFacts(
         id=server.id, host=consumer.host, gpu=consumer.gpu,
         kind=consumer.kind, name=server.name, status=server.status,
-        task_state=server.task_state, metadata=dict(server.metadata or {}))
+        task_state=server.task_state, metadata=dict(server.metadata or {}),
+        running_on=server.compute_host)
 
 
 def get_server(conn, server_id: str):
@@ -135,9 +136,16 @@ def wait_moved(conn, decision: policy.Decision, action: str,
     """
     deadline = clock() + timeout
     confirmed = False
+    last_ended = None
     while True:
         server = get_server(conn, decision.server)
         moved = server.compute_host != decision.host
+        LOG.debug('%(action)s %(server)s: on %(host)s, status %(status)s, '
+                  'task %(task)s', {'action': action,
+                                    'server': decision.server,
+                                    'host': server.compute_host,
+                                    'status': server.status,
+                                    'task': server.task_state})
         if server.status == 'ERROR':
             raise exception.NovaRefused(
                 action=action, server=decision.server,
@@ -153,8 +161,10 @@ def wait_moved(conn, decision: policy.Decision, action: str,
             return server
         elif (not moved and server.task_state is None
               and server.status in ('ACTIVE', 'SHUTOFF', 'PAUSED')):
+            # Nova updates the migration and the server one after the
+            # other: believe "ended, still here" when two looks agree
             ended = _ended_migration(conn, decision, before)
-            if ended is not None:
+            if ended is not None and ended == last_ended:
                 raise exception.NovaRefused(
                     action=action, server=decision.server,
                     reason='the migration ended (%s) and the server is '
@@ -163,6 +173,7 @@ def wait_moved(conn, decision: policy.Decision, action: str,
                         'kind; see openstack server migration list '
                         '--server %s and the nova-conductor log.'
                     % decision.server)
+            last_ended = ended
         if clock() >= deadline:
             raise exception.NovaRefused(
                 action=action, server=decision.server,

@@ -54,6 +54,7 @@ class ServerFacts:
     status: str | None = None
     task_state: str | None = None
     metadata: dict = dataclasses.field(default_factory=dict)
+    running_on: str | None = None  # the server's host in Nova
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,6 +99,10 @@ def _one(s: ServerFacts, policy: str, compute_up: bool,
         return SKIP, ('consumer %s of the GPU is no server Nova knows (a '
                       'migration in progress, or a server deleted since)'
                       % s.id)
+    if s.running_on and s.running_on != s.host:
+        return SKIP, ('runs on %s already (Nova keeps its allocation on %s '
+                      'until nova-compute there restarts)'
+                      % (s.running_on, s.host))
     if s.metadata.get(OPT_OUT_KEY) == OPT_OUT_VALUE:
         return SKIP, 'metadata %s=%s' % (OPT_OUT_KEY, OPT_OUT_VALUE)
     if policy == 'notify':

@@ -262,3 +262,36 @@ class PassthroughRemediationTest(ops_base.OpsMixin, base.GpuSchedulerMixin,
         self.assertEqual('ACTIVE', body['status'])
         self.assertEqual(('pt2', 'pt2_%s' % base.PGPU0.upper()),
                          self.gpu_of(body))
+
+    def test_compute_down_evacuates_only_with_evacuate_policy(self):
+        server = self.boot({'pci_passthrough:alias': 'gpu-a100-80gb-pcie:1'},
+                           host='pt1')
+        self.gpu_facts['pt1'][base.PGPU0]['health'] = 'unhealthy'
+        self.run_agent('pt1')
+        self.computes['pt1'].stop()
+        [svc] = self.admin_api.get_services(binary='nova-compute',
+                                            host='pt1')
+        self.admin_api.put_service_force_down(svc['id'], True)
+        trigger = policy.Trigger(host='pt1', gpu=base.PGPU0, reason=XID79)
+        [result] = self.remediator(self.ops_conf()).run(trigger)
+        self.assertEqual('skipped', result.outcome)
+        self.assertIn('policy = evacuate', result.decision.reason)
+        [result] = self.remediator(
+            self.ops_conf(policy='evacuate')).run(trigger)
+        self.assertEqual(('moved', 'pt2', policy.EVACUATE), (
+            result.outcome, result.destination, result.decision.action))
+        body = self.api.get_server(server['id'])
+        # Nova (2.95+) leaves an evacuated server stopped until the
+        # operator knows the failed host is fenced
+        self.assertEqual(('pt2', 'SHUTOFF'),
+                         (body['OS-EXT-SRV-ATTR:host'], body['status']))
+        pt2_gpu = self._get_provider_uuid_by_name('pt2_%s'
+                                                  % base.PGPU0.upper())
+        self.assertIn(pt2_gpu, self._get_allocations_by_server_uuid(
+            server['id']))
+        # Nova keeps the allocation on pt1 until its nova-compute comes
+        # back: a second look leaves the server alone
+        [again] = self.remediator(
+            self.ops_conf(policy='evacuate')).run(trigger)
+        self.assertEqual('skipped', again.outcome)
+        self.assertIn('runs on pt2 already', again.decision.reason)

@@ -52,6 +52,14 @@ class TestDecide(testtools.TestCase):
         other = server('b', metadata={policy.OPT_OUT_KEY: 'always'})
         self.assertEqual([('b', policy.LIVE)], actions([other]))
 
+    def test_server_already_elsewhere_left_alone(self):
+        [d] = policy.decide(TRIGGER, [server('a', running_on='cmp-2')],
+                            'evacuate', False)
+        self.assertEqual(policy.SKIP, d.action)
+        self.assertIn('runs on cmp-2 already', d.reason)
+        self.assertEqual([('b', policy.LIVE)],
+                         actions([server('b', running_on='cmp-1')]))
+
     def test_notify_policy_moves_nothing(self):
         self.assertEqual([('a', policy.NOTIFY)],
                          actions([server('a')], 'notify'))
