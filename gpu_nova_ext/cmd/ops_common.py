@@ -16,9 +16,9 @@ def add_cloud_arg(parser: argparse.ArgumentParser) -> None:
 
 def connections(args, conf, conn_factory=None, placement_factory=None):
     """(openstacksdk connection, Placement client) for a command."""
-    from gpu_nova_ext.operator import nova_actions
+    from gpu_nova_ext.cmd import flavor as flavor_cmd
     from gpu_nova_ext.placement import client as placement_client
-    conn = (conn_factory or nova_actions.connect)(
+    conn = (conn_factory or flavor_cmd.connect)(
         args.os_cloud or conf.remediation.cloud)
     placement = (placement_factory or placement_client.PlacementClient)(conf)
     return conn, placement

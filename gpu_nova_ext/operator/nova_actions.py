@@ -2,7 +2,8 @@
 need, each error turned into one typed exception that names the fix.
 
 ``conn`` is an :class:`openstack.connection.Connection` (clouds.yaml, the
-``OS_*`` variables, or any keystoneauth session).
+``OS_*`` variables, or any keystoneauth session: see
+:func:`gpu_nova_ext.cmd.flavor.connect`).
 """
 import time
 
@@ -17,19 +18,6 @@ COMPUTE_BINARY = 'nova-compute'
 # 2.53: services by UUID, disabled_reason in PUT; 2.56: cold migrate to a
 # host; embedded flavor extra specs from 2.47
 MICROVERSION = '2.53'
-
-
-def connect(cloud: str | None):
-    """An openstacksdk connection from clouds.yaml / ``OS_*``."""
-    import openstack
-    from openstack import exceptions as os_exc
-    try:
-        conn = openstack.connect(cloud=cloud)
-        conn.authorize()
-    except os_exc.SDKException as exc:
-        raise exception.ComputeUnavailable(
-            cloud=' (cloud %r)' % cloud if cloud else '', reason=exc)
-    return conn
 
 
 def _unreachable(exc) -> exception.ComputeUnavailable:

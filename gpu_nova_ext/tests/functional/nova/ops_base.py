@@ -12,14 +12,12 @@ import urllib.parse
 import fixtures
 from oslo_config import cfg
 
+from gpu_nova_ext.cmd import cli
 from gpu_nova_ext import conf as gconf
 from gpu_nova_ext.operator import remediate
 from gpu_nova_ext.placement import client as placement_client
+from gpu_nova_ext.tests.functional.nova import base
 from gpu_nova_ext.tests.functional.operator import sdk
-
-# as the Nova tests of vGPU live migration: versions that support it
-LM_LIBVIRT_VERSION = 8006000
-LM_QEMU_VERSION = 8001000
 
 
 class OpsMixin:
@@ -54,12 +52,30 @@ class OpsMixin:
             conf, self.conn_factory(), self.placement_factory(conf),
             report=self.lines.append, **kw)
 
+    def cli(self, conf, *argv):
+        """Run one command as gpu-nova-ext does; returns (rc, stdout)."""
+        stdout = self.useFixture(fixtures.StringStream('stdout'))
+        self.useFixture(fixtures.MonkeyPatch('sys.stdout', stdout.stream))
+        args = cli.build_parser().parse_args(list(argv))
+        try:
+            rc = args.func(args, conf, conn_factory=self.conn_factory,
+                           placement_factory=self.placement_factory)
+        finally:
+            stdout.stream.flush()
+            self.stdout = stdout.getDetails()['stdout'].as_text()
+        return rc, self.stdout
+
     def server_host(self, server_id: str) -> str:
         return self.api.get_server(server_id)['OS-EXT-SRV-ATTR:host']
 
     def set_metadata(self, server_id: str, metadata: dict) -> None:
         self.api.api_post('/servers/%s/metadata' % server_id,
                           {'metadata': metadata})
+
+    def use_migrate_stub(self):
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.tests.fixtures.libvirt.Domain.migrateToURI3',
+            self._migrate_stub))
 
     def _migrate_stub(self, domain, destination, params, flags):
         """fakelibvirt's migrateToURI3 for any pair of hosts.
@@ -73,6 +89,18 @@ class OpsMixin:
             params['destination_xml'],
             'fake-createXML-doesnt-care-about-flags')
         domain.complete_job()
+
+
+class LiveMigrationVGPUTestBase(OpsMixin, base.GpuVGPUTestBase):
+    """vGPU hosts that can live-migrate to each other."""
+
+    # as Nova's own vGPU live-migration tests: versions that support it
+    FAKE_LIBVIRT_VERSION = 8006000
+    FAKE_QEMU_VERSION = 8001000
+
+    def setUp(self):
+        super().setUp()
+        self.use_migrate_stub()
 
 
 OPS_CONF = """

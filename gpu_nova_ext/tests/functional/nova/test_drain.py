@@ -1,8 +1,5 @@
 """drain, undrain and rollout plan on a three-host vGPU cloud in Nova's
 harness (two A100 pGPUs per host, driver 550 reported by the agent)."""
-import fixtures
-
-from gpu_nova_ext.cmd import cli
 from gpu_nova_ext import exception
 from gpu_nova_ext.tests.functional.nova import base
 from gpu_nova_ext.tests.functional.nova import ops_base
@@ -11,30 +8,17 @@ VGPU = {'resources:VGPU': '1'}
 HOSTS = ('h1', 'h2', 'h3')
 
 
-class DrainTest(ops_base.OpsMixin, base.GpuVGPUTestBase):
-
-    FAKE_LIBVIRT_VERSION = ops_base.LM_LIBVIRT_VERSION
-    FAKE_QEMU_VERSION = ops_base.LM_QEMU_VERSION
+class DrainTest(ops_base.LiveMigrationVGPUTestBase):
 
     def setUp(self):
         super().setUp()
-        self.useFixture(fixtures.MonkeyPatch(
-            'nova.tests.fixtures.libvirt.Domain.migrateToURI3',
-            self._migrate_stub))
         for host in HOSTS:
             self.start_gpu_host(host, {base.PGPU0: base.gpu(base.A100),
                                        base.PGPU1: base.gpu(base.A100)})
         self.conf = self.ops_conf()
 
     def cli(self, *argv):
-        """Run one command as gpu-nova-ext does; returns (rc, stdout)."""
-        stdout = self.useFixture(fixtures.StringStream('stdout'))
-        self.useFixture(fixtures.MonkeyPatch('sys.stdout', stdout.stream))
-        args = cli.build_parser().parse_args(list(argv))
-        rc = args.func(args, self.conf, conn_factory=self.conn_factory,
-                       placement_factory=self.placement_factory)
-        stdout.stream.flush()
-        return rc, stdout.getDetails()['stdout'].as_text()
+        return super().cli(self.conf, *argv)
 
     def service(self, host):
         [svc] = self.admin_api.get_services(binary='nova-compute', host=host)

@@ -17,8 +17,6 @@ import oslo_messaging
 from testtools import content
 
 from gpu_nova_ext.agent import notifications
-from gpu_nova_ext.cmd import cli
-from gpu_nova_ext.cmd import ops_remediate
 from gpu_nova_ext import exception
 from gpu_nova_ext.inventory import manager
 from gpu_nova_ext.operator import nova_conf as nova_conf_gen
@@ -39,17 +37,11 @@ def a100(**kw):
          'max': 16}], **kw)
 
 
-class VGPURemediationTest(ops_base.OpsMixin, base.GpuVGPUTestBase):
+class VGPURemediationTest(ops_base.LiveMigrationVGPUTestBase):
     """src: pGPU0 healthy, pGPU1 unhealthy; dest: two healthy pGPUs."""
-
-    FAKE_LIBVIRT_VERSION = ops_base.LM_LIBVIRT_VERSION
-    FAKE_QEMU_VERSION = ops_base.LM_QEMU_VERSION
 
     def setUp(self):
         super().setUp()
-        self.useFixture(fixtures.MonkeyPatch(
-            'nova.tests.fixtures.libvirt.Domain.migrateToURI3',
-            self._migrate_stub))
         self.start_gpu_host('src', {base.PGPU0: a100(),
                                     base.PGPU1: a100(health='unhealthy')})
         self.start_gpu_host('dest', {base.PGPU0: a100(), base.PGPU1: a100()})
@@ -116,19 +108,12 @@ class VGPURemediationTest(ops_base.OpsMixin, base.GpuVGPUTestBase):
         self.run_agent('dest')
         server = self.boot_on_src()['id']
         self.fail_src_gpu()
-        conf = self.ops_conf()
-        args = cli.build_parser().parse_args(
-            ['remediate', '--once', '--host', 'src', '--gpu', base.PGPU0])
-        stdout = self.useFixture(fixtures.StringStream('stdout'))
-        self.useFixture(fixtures.MonkeyPatch('sys.stdout', stdout.stream))
         exc = self.assertRaises(
-            exception.GpuNovaExtException, ops_remediate.run, args, conf,
-            conn_factory=self.conn_factory,
-            placement_factory=self.placement_factory)
+            exception.GpuNovaExtException, self.cli, self.ops_conf(),
+            'remediate', '--once', '--host', 'src', '--gpu', base.PGPU0)
         self.assertIn('1 of 1 server(s) of remediation could not be moved',
                       str(exc))
-        sys.stdout.flush()
-        out = stdout.getDetails()['stdout'].as_text()
+        out = self.stdout
         # live first (refused), then cold (refused too), each reported
         self.assertIn('Nova refused to live-migrate server %s' % server, out)
         self.assertIn('FAILED cold-migrate %s' % server, out)
