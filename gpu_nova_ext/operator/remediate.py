@@ -131,14 +131,15 @@ class Remediator:
                     self.peak_in_flight_per_host = max(
                         self.peak_in_flight_per_host, self._in_flight[d.host])
                     threading.Thread(
-                        target=self._move_thread, args=(trigger, d, done),
+                        target=self._move_thread,
+                        args=(trigger, d, done, len(moves)),
                         name='remediate-%s' % d.server, daemon=True).start()
                     started += 1
                 if pending or started > len(done):
                     self._lock.wait(1.0)
         return results + done
 
-    def _move_thread(self, trigger, decision, done):
+    def _move_thread(self, trigger, decision, done, total):
         try:
             result = self._move(trigger, decision)
         except Exception as exc:  # never lose a server's outcome
@@ -147,6 +148,8 @@ class Remediator:
                 decision, 'failed', error='unexpected error: %s' % exc))
         with self._lock:
             done.append(result)
+            self.report('progress: %d of %d move(s) done' % (len(done),
+                                                             total))
             self._in_flight[decision.host] -= 1
             self._busy.discard(decision.server)
             self._lock.notify_all()

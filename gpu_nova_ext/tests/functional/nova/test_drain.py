@@ -39,6 +39,7 @@ class DrainTest(ops_base.LiveMigrationVGPUTestBase):
                          (svc['status'], svc['disabled_reason']))
         self.assertIn('h1: 1 server(s) on its GPUs: 1 to live-migrate', out)
         self.assertIn('moved %s' % server['id'], out)
+        self.assertIn('progress: 1 of 1 move(s) done', out)
         body = self.api.get_server(server['id'])
         self.assertIn(body['OS-EXT-SRV-ATTR:host'], ('h2', 'h3'))
         self.assertEqual('ACTIVE', body['status'])
