@@ -52,14 +52,17 @@ class OpsMixin:
             conf, self.conn_factory(), self.placement_factory(conf),
             report=self.lines.append, **kw)
 
-    def cli(self, conf, *argv):
-        """Run one command as gpu-nova-ext does; returns (rc, stdout)."""
+    def cli(self, conf, *argv, **kw):
+        """Run one command as gpu-nova-ext does; returns (rc, stdout).
+
+        ``kw`` goes to the command's ``run`` (``sweep=`` of remediate).
+        """
         stdout = self.useFixture(fixtures.StringStream('stdout'))
         self.useFixture(fixtures.MonkeyPatch('sys.stdout', stdout.stream))
         args = cli.build_parser().parse_args(list(argv))
         try:
             rc = args.func(args, conf, conn_factory=self.conn_factory,
-                           placement_factory=self.placement_factory)
+                           placement_factory=self.placement_factory, **kw)
         finally:
             stdout.stream.flush()
             self.stdout = stdout.getDetails()['stdout'].as_text()

@@ -19,10 +19,12 @@ from testtools import content
 from gpu_nova_ext.agent import notifications
 from gpu_nova_ext import exception
 from gpu_nova_ext.inventory import manager
+from gpu_nova_ext.operator import audit
 from gpu_nova_ext.operator import nova_conf as nova_conf_gen
 from gpu_nova_ext.operator import remediate_daemon
 from gpu_nova_ext.operator import remediation_notifier as rnotify
 from gpu_nova_ext.operator import remediation_policy as policy
+from gpu_nova_ext.state import cache as state_cache
 from gpu_nova_ext.tests.functional.nova import base
 from gpu_nova_ext.tests.functional.nova import ops_base
 
@@ -136,6 +138,29 @@ class VGPURemediationTest(ops_base.LiveMigrationVGPUTestBase):
             exception.UnknownHost, remediator.plan,
             policy.Trigger(host='nosuch', gpu=base.PGPU0, reason='x'))
         self.assertIn("No host 'nosuch'", str(exc))
+
+    def test_once_sweep_from_the_schedulers_state(self):
+        """--once without --host: no notification, a sweep.
+
+        The GPUs the scheduler cache knows as unhealthy (what ``audit
+        --state-wait`` hears) are remediated.
+        """
+        server = self.boot_on_src()['id']
+        self.fail_src_gpu()
+        cache = state_cache.get_cache()
+
+        def sweep(conf, placement):
+            states = {h: cache.get(h) for h in cache.hosts()}
+            return remediate_daemon.triggers_from_audit(audit.build_report(
+                audit.collect(placement), states))
+
+        rc, out = self.cli(self.ops_conf(), 'remediate', '--once',
+                           sweep=sweep)
+        self.assertEqual(0, rc)
+        # both unhealthy GPUs of src: the empty one said, the server moved
+        self.assertIn('src: no server on GPU %s' % base.PGPU1, out)
+        self.assertIn('moved %s' % server, out)
+        self.assertEqual('dest', self.server_host(server))
 
     def test_mttr_health_notification_to_active(self):
         """Agent health -> gpu.health.update -> daemon -> ACTIVE elsewhere.
