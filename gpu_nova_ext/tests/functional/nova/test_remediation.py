@@ -198,8 +198,8 @@ class VGPURemediationTest(ops_base.LiveMigrationVGPUTestBase):
             body['OS-EXT-SRV-ATTR:host'], body['status']))
         self.assertEqual(XID79 + '; vgpu server, status ACTIVE',
                          daemon.remediator.notifier.sent[-1][1]['reason'])
-        line = ('MTTR (gpu.health.update to ACTIVE on another host, live '
-                'migration): %.2fs' % mttr)
+        line = ('MTTR (agent health change -> gpu.health.update -> ACTIVE '
+                'on another host, live migration): %.2fs' % mttr)
         self.addDetail('mttr', content.text_content(line))
         if os.environ.get('MTTR_REPORT'):
             sys.__stderr__.write(line + '\n')
