@@ -94,6 +94,21 @@ class DrainTest(ops_base.LiveMigrationVGPUTestBase):
                            '--target-driver', '570')
         self.assertIn('already on the target branch: h3', out)
         self.assertNotIn('batch 3', out)
+        # the hosts of an aggregate: capacity counted among them only
+        agg = self.admin_api.post_aggregate(
+            {'aggregate': {'name': 'gpu-a'}})
+        for host in ('h1', 'h2'):
+            self.admin_api.add_host_to_aggregate(agg['id'], host)
+        rc, out = self.cli('rollout', 'plan', '--max-unavailable', '50%',
+                           '--aggregate', 'gpu-a')
+        self.assertIn('A100_80GB_PCIE vgpu 64 (at most 32 down at once)',
+                      out)
+        self.assertIn('batch 2: h2', out)
+        self.assertNotIn('h3', out)
+        exc = self.assertRaises(exception.GpuNovaExtException, self.cli,
+                                'rollout', 'plan', '--max-unavailable',
+                                '50%', '--aggregate', 'nosuch')
+        self.assertIn("No host aggregate 'nosuch'", str(exc))
         exc = self.assertRaises(exception.GpuNovaExtException, self.cli,
                                 'rollout', 'plan', '--max-unavailable',
                                 '0%')

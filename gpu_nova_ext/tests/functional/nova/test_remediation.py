@@ -90,6 +90,31 @@ class VGPURemediationTest(ops_base.LiveMigrationVGPUTestBase):
             self.assertIn((rnotify.END, server, 'moved'), sent)
         self.assertIn((rnotify.END, kept, 'skipped'), sent)
 
+    def test_concurrency_limits_bound_moves_in_flight(self):
+        servers = [self.boot_on_src()['id'] for _ in range(4)]
+        self.fail_src_gpu()
+        # two allowed cloud-wide but one per source host: one at a time
+        remediator = self.remediator(self.ops_conf(
+            max_concurrent=2, max_concurrent_per_host=1))
+        results = remediator.execute(
+            self.trigger(), remediator.plan(self.trigger())[:2])
+        self.assertEqual(['moved'] * 2, [r.outcome for r in results])
+        first = {r.decision.server for r in results}
+        self.assertEqual(1, remediator.peak_in_flight)
+        # two and two: the two others at once
+        remediator = self.remediator(self.ops_conf(
+            max_concurrent=2, max_concurrent_per_host=2))
+        results = remediator.run(self.trigger())
+        # (a migration record may still hold a moved server's allocation
+        # on src for a moment: that consumer is said and skipped)
+        self.assertEqual(set(servers) - first, {
+            r.decision.server for r in results if r.outcome == 'moved'})
+        self.assertEqual({'moved', 'skipped'} & {r.outcome for r in results},
+                         {r.outcome for r in results})
+        self.assertEqual(2, remediator.peak_in_flight)
+        self.assertEqual(['dest'] * 4,
+                         [self.server_host(s) for s in servers])
+
     def test_dry_run_moves_nothing(self):
         server = self.boot_on_src()['id']
         self.fail_src_gpu()
