@@ -5,6 +5,7 @@ need, each error turned into one typed exception that names the fix.
 ``OS_*`` variables, or any keystoneauth session: see
 :func:`gpu_nova_ext.cmd.flavor.connect`).
 """
+import inspect
 import time
 
 from oslo_log import log as logging
@@ -15,9 +16,6 @@ from gpu_nova_ext.operator import remediation_policy as policy
 LOG = logging.getLogger(__name__)
 
 COMPUTE_BINARY = 'nova-compute'
-# 2.53: services by UUID, disabled_reason in PUT; 2.56: cold migrate to a
-# host; embedded flavor extra specs from 2.47
-MICROVERSION = '2.53'
 
 
 def _unreachable(exc) -> exception.ComputeUnavailable:
@@ -25,14 +23,16 @@ def _unreachable(exc) -> exception.ComputeUnavailable:
 
 
 def call(conn, method: str, *args, **kwargs):
-    """``conn.compute.<method>(...)``.
+    """``conn.compute.<method>(...)``; a listing comes back as a list.
 
     An unreachable API (discovery included) becomes ComputeUnavailable.
     """
     from keystoneauth1 import exceptions as ks_exc
     from openstack import exceptions as os_exc
     try:
-        return getattr(conn.compute, method)(*args, **kwargs)
+        result = getattr(conn.compute, method)(*args, **kwargs)
+        # listings are generators that reach the API as they are read
+        return list(result) if inspect.isgenerator(result) else result
     except ks_exc.ClientException as exc:
         raise _unreachable(exc)
     except os_exc.HttpException as exc:
@@ -48,8 +48,7 @@ def compute_service(conn, host: str):
 
     :raises UnknownHost: no such service.
     """
-    found = list(call(conn, 'services', binary=COMPUTE_BINARY,
-                      host=host))
+    found = call(conn, 'services', binary=COMPUTE_BINARY, host=host)
     if not found:
         raise exception.UnknownHost(host=host, where='Nova\'s compute '
                                                      'services')
@@ -117,8 +116,8 @@ def wait_moved(conn, decision: policy.Decision, action: str,
                clock=time.monotonic, sleep=time.sleep):
     """Wait until the server runs elsewhere; confirm a cold migration.
 
-    :returns: the server, moved, on its new host.
     :param before: :func:`migration_ids` before the move was asked for
+    :returns: the server, moved, on its new host.
     :raises NovaRefused: the move failed (the server is back on its host,
         or in ERROR) or did not finish within ``timeout``.
     """
