@@ -45,6 +45,13 @@ def sweep_triggers(conf: cfg.ConfigOpts, placement) -> list[policy.Trigger]:
     from gpu_nova_ext.cmd import audit as audit_cmd
     from gpu_nova_ext.operator import audit
     states = audit_cmd.live_states(conf, conf.remediation.state_wait)
+    if not states:
+        raise exception.GpuNovaExtException(
+            'No GPU state heard from the agents within %gs: health is '
+            'unknown, so no unhealthy GPU can be found. Set transport_url to '
+            "the schedulers' message bus, raise [remediation] state_wait, or "
+            'name the GPU with --host and --gpu.'
+            % conf.remediation.state_wait)
     report = audit.build_report(audit.collect(placement), states)
     return remediate_daemon.triggers_from_audit(report)
 

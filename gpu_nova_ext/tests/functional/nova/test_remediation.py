@@ -147,6 +147,13 @@ class VGPURemediationTest(ops_base.LiveMigrationVGPUTestBase):
         self.assertIn('status error) and the server is still on src', out)
         self.assertEqual('src', self.server_host(server))
         self.assertEqual('ACTIVE', self.api.get_server(server)['status'])
+        # with a retry: live, cold, cold again, then one error and done
+        remediator = self.remediator(self.ops_conf(max_retries=1))
+        [result] = remediator.run(self.trigger())
+        self.assertEqual(('failed', 3, policy.COLD), (
+            result.outcome, result.attempts, result.decision.action))
+        self.assertEqual([rnotify.START, rnotify.ERROR],
+                         [e for e, _ in remediator.notifier.sent])
 
     def test_vanished_server_and_unknown_host(self):
         server = self.boot_on_src()

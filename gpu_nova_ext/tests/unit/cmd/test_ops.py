@@ -6,9 +6,15 @@ import os
 import socket
 
 import fixtures
+from oslo_config import cfg
+from oslo_messaging import conffixture
 import testtools
 
 from gpu_nova_ext.cmd import cli
+from gpu_nova_ext.cmd import ops_remediate
+from gpu_nova_ext import conf as gconf
+from gpu_nova_ext import exception
+from gpu_nova_ext.state import cache as state_cache
 
 CONF = """
 [placement]
@@ -76,6 +82,21 @@ class TestOpsErrors(testtools.TestCase):
         line = self._run('rollout', 'plan', '--max-unavailable', '25%')
         self.assertIn('Placement is unreachable', line)
         self.assertIn('[placement] options', line)
+
+    def test_sweep_without_any_gpu_state_says_so(self):
+        # a bus no agent talks on: no state heard, so no guess either way
+        conf = cfg.ConfigOpts()
+        gconf.register_opts(conf)
+        conf([], project='gpu-nova-ext', default_config_files=[])
+        conf.set_override('state_wait', 0.1, group='remediation')
+        self.useFixture(conffixture.ConfFixture(conf)).transport_url = (
+            'fake:/')
+        state_cache.reset_cache()
+        self.addCleanup(state_cache.reset_cache)
+        exc = self.assertRaises(exception.GpuNovaExtException,
+                                ops_remediate.sweep_triggers, conf, None)
+        self.assertIn('No GPU state heard from the agents within 0.1s',
+                      str(exc))
 
     def test_bad_arguments(self):
         self.assertIn("Invalid --max-unavailable 'lots'", self._run(
