@@ -40,6 +40,18 @@ class OpsMixin:
             conf.set_override(name, value, group='remediation')
         return conf
 
+    def agent_conf(self, host):
+        """The agent's configuration, retrying Placement as by default.
+
+        After a migration nova-compute rewrites its providers while the
+        agent writes traits; Placement answers such a race with a 500 that
+        the agent retries (``[placement] max_request_retries``, 3 by
+        default, 0 in the shared harness configuration).
+        """
+        conf = super().agent_conf(host)
+        conf.set_override('max_request_retries', 3, group='placement')
+        return conf
+
     def conn_factory(self, cloud=None):
         return sdk.harness_connection(self)
 
