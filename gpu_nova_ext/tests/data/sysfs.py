@@ -35,13 +35,21 @@ class SysfsTree(fixtures.Fixture):
 
     def add_function(self, address: str, vendor: str, device: str,
                      klass: int = 0x030200, driver: str | None = None,
-                     numa_node: int = -1) -> str:
-        """One PCI function; returns its directory."""
+                     numa_node: int = -1,
+                     subsystem: tuple[str, str] | None = None) -> str:
+        """One PCI function; returns its directory.
+
+        ``subsystem`` is (subsystem vendor, subsystem device); the kernel
+        writes both files for every function, the vendor's IDs by default.
+        """
         devdir = os.path.join(self._devices, address)
         os.makedirs(devdir)
         self._write(devdir, 'vendor', '0x%s' % vendor)
         self._write(devdir, 'device', '0x%s' % device)
         self._write(devdir, 'class', '0x%06x' % klass)
+        sub_vendor, sub_device = subsystem or (vendor, device)
+        self._write(devdir, 'subsystem_vendor', '0x%s' % sub_vendor)
+        self._write(devdir, 'subsystem_device', '0x%s' % sub_device)
         self._write(devdir, 'numa_node', str(numa_node))
         os.symlink(os.path.relpath(devdir, self._bus),
                    os.path.join(self._bus, address))
@@ -60,7 +68,7 @@ class SysfsTree(fixtures.Fixture):
                device: str = '26b9', driver: str | None = 'nvidia',
                creatable: list[tuple[int, str]] | None = None,
                current: int | None = None, mdev_types: bool = False,
-               numa_node: int = -1) -> str:
+               numa_node: int = -1, klass: int = 0x030200) -> str:
         """An SR-IOV VF of ``pf`` with NVIDIA vendor VFIO attributes.
 
         ``creatable`` is written as the driver does (``ID : vGPU Name``
@@ -68,7 +76,7 @@ class SysfsTree(fixtures.Fixture):
         ``mdev_types`` adds an (empty) ``mdev_supported_types`` dir.
         """
         devdir = self.add_function(address, vendor, device, driver=driver,
-                                   numa_node=numa_node)
+                                   numa_node=numa_node, klass=klass)
         pfdir = os.path.join(self._devices, pf)
         os.symlink(os.path.relpath(pfdir, devdir),
                    os.path.join(devdir, 'physfn'))
