@@ -7,15 +7,20 @@ Grafana dashboards work unchanged; health, anomaly scores and vGPU
 instances come as ``gpu_nova_ext_*`` series.  All are gauges (dcgm-exporter's
 counters have no ``_total`` suffix, which a prometheus-client counter would
 add).  The exporter has its own ``CollectorRegistry`` and serves the last
-sample, whatever Placement or the message broker are doing.
+sample, whatever Placement or the message broker are doing, through the
+bounded server of :mod:`metrics_http` (fixed worker pool, idle timeout);
+the exposition is rendered once per sample, not once per scrape.
 """
 import threading
 from typing import Iterable
 
 from oslo_log import log as logging
+from oslo_utils import netutils
 from prometheus_client import core
 from prometheus_client import exposition
 from prometheus_client import registry as prom_registry
+
+from gpu_nova_ext.agent import metrics_http
 
 LOG = logging.getLogger(__name__)
 
@@ -169,21 +174,38 @@ class _Collector(prom_registry.Collector):
         yield fam
 
 
-class Exporter:
-    """Serves the latest samples on ``bind_host:port`` (0: ephemeral)."""
+def management_address() -> str:
+    """This host's management address, as Nova's ``[DEFAULT] my_ip``.
 
-    def __init__(self, hostname: str, bind_host: str = '127.0.0.1',
-                 port: int = 0):
+    The address of the interface that holds the default IPv4 route
+    (:func:`oslo_utils.netutils.get_my_ipv4`, the default of Nova's
+    ``my_ip``); 127.0.0.1 when there is none.
+    """
+    return netutils.get_my_ipv4()
+
+
+class Exporter:
+    """Serves the latest samples on ``bind_host:port`` (0: ephemeral).
+
+    ``bind_host`` None is :func:`management_address`.
+    """
+
+    def __init__(self, hostname: str, bind_host: str | None = '127.0.0.1',
+                 port: int = 0, workers: int = 4,
+                 idle_timeout: float = 10.0, max_connections: int = 128):
         self.hostname = hostname
-        self.bind_host = bind_host
+        self.bind_host = bind_host or management_address()
         self.requested_port = port
+        self.workers = workers
+        self.idle_timeout = idle_timeout
+        self.max_connections = max_connections
         self.registry = prom_registry.CollectorRegistry(auto_describe=False)
         self.registry.register(_Collector(self))
         self.stats: dict = {}
         self._lock = threading.Lock()
         self._snapshot: list[dict] = []
+        self._rendered: tuple[int, bytes] | None = None
         self._server = None
-        self._thread = None
 
     def update(self, entries: list[dict], duration: float | None = None,
                ) -> None:
@@ -198,21 +220,36 @@ class Exporter:
             return list(self._snapshot)
 
     def render(self) -> str:
-        return exposition.generate_latest(self.registry).decode()
+        return self.body().decode()
+
+    def body(self) -> bytes:
+        """The exposition of the last sample, rendered once per sample."""
+        with self._lock:
+            count = self.stats.get('count', 0)
+            cached = self._rendered
+        if cached is not None and cached[0] == count:
+            return cached[1]
+        body = exposition.generate_latest(self.registry)
+        with self._lock:
+            self._rendered = (count, body)
+        return body
 
     @property
     def port(self) -> int | None:
-        return self._server.server_port if self._server else None
+        return self._server.port if self._server else None
 
     def start(self) -> None:
-        self._server, self._thread = exposition.start_http_server(
-            self.requested_port, addr=self.bind_host, registry=self.registry)
-        LOG.info('Prometheus exporter listening on %(host)s:%(port)d',
-                 {'host': self.bind_host, 'port': self.port})
+        self._server = metrics_http.MetricsServer(
+            self.bind_host, self.requested_port, self.body,
+            workers=self.workers, idle_timeout=self.idle_timeout,
+            max_connections=self.max_connections)
+        self._server.start()
+        LOG.info('Prometheus exporter listening on %(host)s:%(port)d '
+                 '(%(workers)d workers)', {'host': self.bind_host,
+                                           'port': self.port,
+                                           'workers': self.workers})
 
     def stop(self) -> None:
         if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._thread.join(5)
-            self._server = self._thread = None
+            self._server.stop()
+            self._server = None

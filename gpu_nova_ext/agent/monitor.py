@@ -62,7 +62,10 @@ class HealthMonitor:
         if conf.agent.prometheus_port:
             self.exporter = exporter_mod.Exporter(
                 self.host, conf.agent.prometheus_bind_host,
-                conf.agent.prometheus_port)
+                conf.agent.prometheus_port,
+                workers=conf.agent.prometheus_workers,
+                idle_timeout=conf.agent.prometheus_idle_timeout,
+                max_connections=conf.agent.prometheus_max_connections)
         self._opened = False
         self._open_failed_at = None
         self._latest: dict[str, tuple] = {}
@@ -93,7 +96,7 @@ class HealthMonitor:
                           '%(port)s: %(error)s; fix [agent] '
                           'prometheus_bind_host/prometheus_port.  '
                           'Sampling and health continue without it.',
-                          {'host': self.conf.agent.prometheus_bind_host,
+                          {'host': self.exporter.bind_host,
                            'port': self.conf.agent.prometheus_port,
                            'error': exc})
         self._stop.clear()
