@@ -24,7 +24,8 @@ from gpu_nova_ext.agent import metrics_http
 
 LOG = logging.getLogger(__name__)
 
-LABELS = ('gpu', 'UUID', 'pci_bus_id', 'device', 'modelName', 'Hostname')
+LABELS = ('gpu', 'UUID', 'pci_bus_id', 'device', 'modelName', 'Hostname',
+          'instance_uuid')
 
 #: sample metric key -> (dcgm-exporter name, help, scale)
 DCGM_METRICS = (
@@ -96,6 +97,31 @@ DCGM_METRICS = (
      'Whether remapping of rows has failed.', 1),
 )
 
+#: AMD GPUs: sample metric key -> (AMD device-metrics-exporter name, help);
+#: these replace the DCGM series of the same key, the other keys keep
+#: their DCGM name.  Units as AMD's exporter: percent, MB, Celsius, W.
+AMD_METRICS = {
+    'utilization_pct': ('gpu_gfx_activity',
+                        'Graphics engine usage percentage (0 - 100).'),
+    'memory_utilization_pct': ('gpu_umc_activity',
+                               'Memory engine usage percentage (0 - 100).'),
+    'memory_used_mib': ('gpu_used_vram', 'Used VRAM (in MB).'),
+    'memory_total_mib': ('gpu_total_vram', 'Total VRAM (in MB).'),
+    'memory_free_mib': ('gpu_free_vram', 'Free VRAM (in MB).'),
+    'temperature_c': ('gpu_edge_temperature',
+                      'Edge temperature value in Celsius.'),
+    'junction_temperature_c': ('gpu_junction_temperature',
+                               'Hotspot (aka junction) temperature value '
+                               'in Celsius.'),
+    'memory_temperature_c': ('gpu_memory_temperature',
+                             'Memory temperature value in Celsius.'),
+    'power_w': ('gpu_power_usage', 'Power usage in Watts.'),
+    'ecc_sbe_volatile': ('gpu_ecc_correct_total',
+                         'Correctable RAS errors, all blocks.'),
+    'ecc_dbe_volatile': ('gpu_ecc_uncorrect_total',
+                         'Uncorrectable RAS errors, all blocks.'),
+}
+
 HEALTH_CODES = {'healthy': 0, 'degraded': 1, 'unhealthy': 2}
 
 
@@ -118,18 +144,32 @@ class _Collector(prom_registry.Collector):
         for entry in snapshot:
             sample = entry['sample']
             labels = (str(sample.index), sample.uuid or '', sample.bus_id,
-                      'nvidia%d' % sample.index, sample.name or '', host)
+                      sample.device or 'nvidia%d' % sample.index,
+                      sample.name or '', host, sample.instance_uuid or '')
             metrics = sample.metrics
+            amd = sample.vendor == 'amd'
             for key, name, doc, scale in DCGM_METRICS:
                 value = metrics.get(key)
-                if value is not None:
-                    family(name, doc).add_metric(labels, value * scale)
-            family('DCGM_FI_DEV_XID_ERRORS',
-                   'Value of the last XID error encountered.').add_metric(
-                       labels, metrics.get('xid_last', 0))
-            family('gpu_nova_ext_xid_events',
-                   'XID events seen since the agent started.').add_metric(
-                       labels, metrics.get('xid_count', 0))
+                if value is None:
+                    continue
+                if amd and key in AMD_METRICS:
+                    name, doc = AMD_METRICS[key]
+                    scale = 1
+                family(name, doc).add_metric(labels, value * scale)
+            if amd and 'junction_temperature_c' in metrics:
+                family(*AMD_METRICS['junction_temperature_c']).add_metric(
+                    labels, metrics['junction_temperature_c'])
+            if sample.vendor == 'nvidia':
+                family('DCGM_FI_DEV_XID_ERRORS',
+                       'Value of the last XID error encountered.'
+                       ).add_metric(labels, metrics.get('xid_last', 0))
+                family('gpu_nova_ext_xid_events',
+                       'XID events seen since the agent started.'
+                       ).add_metric(labels, metrics.get('xid_count', 0))
+            if 'thermal_throttle' in metrics:
+                family('gpu_nova_ext_thermal_throttle',
+                       '1 while the GPU throttles for temperature.'
+                       ).add_metric(labels, metrics['thermal_throttle'])
             state = entry.get('state', 'healthy')
             fam = family('gpu_nova_ext_health_state',
                          'GPU health: 1 for the current state.', ('state',))
@@ -139,7 +179,7 @@ class _Collector(prom_registry.Collector):
                    'GPU health: 0 healthy, 1 degraded, 2 unhealthy.'
                    ).add_metric(labels, HEALTH_CODES.get(state, 2))
             family('gpu_nova_ext_gpu_lost',
-                   '1 when NVML reports the GPU lost.').add_metric(
+                   '1 when NVML or sysfs report the GPU lost.').add_metric(
                        labels, int(sample.lost))
             fam = family('gpu_nova_ext_anomaly_score',
                          'Deviation of a metric from its learned baseline '
@@ -156,8 +196,11 @@ class _Collector(prom_registry.Collector):
                          ('vgpu_instance', 'vgpu_type'))
             for vgpu in sample.vgpus:
                 if 'sm_util_pct' in vgpu:
-                    fam.add_metric(labels + (str(vgpu['instance']),
-                                             vgpu['type']),
+                    # the server using this vGPU, not the GPU's
+                    vlabels = labels[:-1] + (vgpu.get('instance_uuid')
+                                             or '',)
+                    fam.add_metric(vlabels + (str(vgpu['instance']),
+                                              vgpu['type']),
                                    vgpu['sm_util_pct'])
         stats = self._exporter.stats
         yield from families.values()

@@ -46,6 +46,13 @@ class GpuSample:
     lost: bool = False
     errors: dict[str, str] = dataclasses.field(default_factory=dict)
     vgpus: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    vendor: str = 'nvidia'
+    #: the exporter's ``device`` label (``nvidia0``, ``card1``); None is
+    #: ``nvidia<index>``
+    device: str | None = None
+    #: Nova instance UUID of the server using the GPU (passthrough), and
+    #: per vGPU entry under ``instance_uuid``; filled by attribution
+    instance_uuid: str | None = None
 
 
 class _Device:
