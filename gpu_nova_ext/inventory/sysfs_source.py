@@ -149,8 +149,11 @@ class SysfsVfioSource(base.InventorySource):
             vf_addrs = []
             for link in vf_links:
                 target = _link_name(os.path.join(devdir, link))
-                if target:
+                try:
                     vf_addrs.append(naming.normalize_pci_address(target))
+                except (TypeError, ValueError):
+                    self.warn('Ignoring %s of GPU %s: %r is not a PCI '
+                              'address.', link, address, target)
             sub_vendor, sub_device = self._subsystem(devdir)
             gpus[address] = base.Gpu(
                 pci_address=address,
