@@ -16,6 +16,7 @@ from typing import Callable
 from oslo_log import log as logging
 
 from gpu_nova_ext.agent import anomaly as anomaly_mod
+from gpu_nova_ext.agent import attribution as attribution_mod
 from gpu_nova_ext.agent import exporter as exporter_mod
 from gpu_nova_ext.agent import health as health_mod
 from gpu_nova_ext.agent import notifications
@@ -58,6 +59,8 @@ class HealthMonitor:
         self.sampler = sampler or samplers.AllVendors(
             conf.agent.sysfs_root, clock=clock)
         self.judge = health_mod.HealthJudge(conf, clock=clock)
+        self.attribution = attribution_mod.Attribution(
+            conf.agent.libvirt_uri)
         self.detector = anomaly_mod.AnomalyDetector.from_conf(conf)
         self.notifier = notifier or notifications.HealthNotifier(
             conf, self.host)
@@ -120,6 +123,7 @@ class HealthMonitor:
             if self._opened:
                 self.sampler.close()
                 self._opened = False
+            self.attribution.close()
 
     def _run(self) -> None:
         interval = self.conf.agent.metrics_interval
@@ -167,6 +171,7 @@ class HealthMonitor:
                 return []
             started = time.perf_counter()
             samples = self.sampler.sample()
+            self.attribution.annotate(samples, now)
             verdicts, entries, changes = [], [], []
             for sample in samples:
                 key = sample.pci_address

@@ -71,6 +71,8 @@ class _Device:
         self.xid_count = 0
         self.xid_last = 0
         self.vgpu_types: dict[int, str] = {}
+        # vGPU instance -> (mdev UUID, VM ID): the server it belongs to
+        self.vgpu_vms: dict[int, tuple[str | None, str | None]] = {}
         self.vgpu_ts = 0
 
 
@@ -322,7 +324,11 @@ class NvmlSampler:
                 except nvml.NVMLError:
                     type_name = ''
                 dev.vgpu_types[inst] = type_name
-            entry = {'instance': int(inst), 'type': type_name}
+            if inst not in dev.vgpu_vms:
+                dev.vgpu_vms[inst] = _vgpu_vm(nvml, inst)
+            mdev_uuid, vm_id = dev.vgpu_vms[inst]
+            entry = {'instance': int(inst), 'type': type_name,
+                     'mdev_uuid': mdev_uuid, 'vm_id': vm_id}
             s = util.get(inst)
             if s is not None:
                 entry['sm_util_pct'] = s.smUtil.uiVal
@@ -362,6 +368,25 @@ class NvmlSampler:
             LOG.warning('GPU %(gpu)s reported XID %(xid)d',
                         {'gpu': dev.pci_address, 'xid': data.eventData})
             xids.setdefault(dev.index, []).append(int(data.eventData))
+
+
+def _vgpu_vm(nvml, inst) -> tuple[str | None, str | None]:
+    """(mdev UUID, VM ID) of a vGPU instance; None where NVML has none.
+
+    On KVM the VM ID is the domain's UUID, which Nova makes the instance
+    UUID; the mdev UUID is the one in the domain's ``<hostdev>``.
+    """
+    out = []
+    for call in (lambda: nvml.nvmlVgpuInstanceGetMdevUUID(inst),
+                 lambda: nvml.nvmlVgpuInstanceGetVmID(inst)[0]):
+        try:
+            value = call()
+        except (nvml.NVMLError, AttributeError):
+            value = None
+        if isinstance(value, bytes):
+            value = value.decode(errors='replace')
+        out.append(value or None)
+    return out[0], out[1]
 
 
 def _address(handle) -> int | None:
