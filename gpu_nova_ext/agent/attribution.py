@@ -27,6 +27,9 @@ LOG = logging.getLogger(__name__)
 
 #: seconds before retrying a libvirt that failed
 RETRY_S = 60.0
+#: seconds a reading of the domains is used (samples can come at 10 Hz;
+#: a server starts in more time than this)
+REFRESH_S = 5.0
 
 
 @dataclasses.dataclass
@@ -54,29 +57,26 @@ def parse_domain(xml: str, holders: Holders) -> None:
             holders.by_mdev[addr.get('uuid').lower()] = uuid
         elif kind == 'pci':
             try:
-                def part(name, default=None):
-                    text = addr.get(name, default)
-                    return int(text, 16) if text is not None else None
-                pci = libvirt_source.pci_address(
-                    part('domain', '0'), part('bus'), part('slot'),
-                    part('function'))
+                pci = libvirt_source.address_of(addr)
             except (TypeError, ValueError):
                 continue
             holders.by_pci[pci] = uuid
 
 
 class Attribution:
-    """Reads the running domains of ``uri`` at each :meth:`refresh`."""
+    """Reads the running domains of ``uri`` (every ``REFRESH_S``)."""
 
-    def __init__(self, uri: str, clock=None):
+    def __init__(self, uri: str):
         self.uri = uri
-        self._clock = clock
         self._conn = None
         self._failed_at: float | None = None
+        self._read_at: float | None = None
         self.holders = Holders()
 
     def refresh(self, now: float) -> Holders:
         if self._failed_at is not None and now - self._failed_at < RETRY_S:
+            return self.holders
+        if self._read_at is not None and 0 <= now - self._read_at < REFRESH_S:
             return self.holders
         try:
             import libvirt
@@ -104,6 +104,7 @@ class Attribution:
             self.close()
             return self.holders
         self._failed_at = None
+        self._read_at = now
         self.holders = holders
         return holders
 

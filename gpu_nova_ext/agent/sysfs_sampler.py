@@ -38,6 +38,7 @@ from typing import Any, Callable
 
 from oslo_log import log as logging
 
+from gpu_nova_ext.agent import nvml_readers
 from gpu_nova_ext.agent import sampler as sampler_mod
 from gpu_nova_ext.inventory import pci_ids
 from gpu_nova_ext.inventory import recognition
@@ -46,7 +47,7 @@ from gpu_nova_ext import naming
 LOG = logging.getLogger(__name__)
 
 DRIVERS = {'amdgpu': 'amd', 'xe': 'intel', 'i915': 'intel'}
-MIB = 1024 * 1024
+MIB = nvml_readers.MIB
 _LOST = (errno.ENODEV, errno.ENXIO)
 _ABSENT = (errno.ENOENT, errno.EOPNOTSUPP, errno.ENODATA, errno.EINVAL)
 

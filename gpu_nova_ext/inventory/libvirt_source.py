@@ -84,7 +84,8 @@ def pci_address(domain: int | None, bus: int | None, slot: int | None,
     return '%04x:%02x:%02x.%x' % values
 
 
-def _address(elem: ET.Element) -> str:
+def address_of(elem: ET.Element) -> str:
+    """``<address domain= bus= slot= function=/>`` (hex) -> PCI address."""
     def part(name, default=None):
         text = elem.get(name, default)
         return int(text, 16) if text is not None else None
@@ -167,11 +168,11 @@ def _parse_pci(cap: ET.Element, dev: NodeDevice) -> None:
     for sub in cap.findall('capability'):
         stype = sub.get('type')
         if stype == 'virt_functions':
-            dev.vfs = [_address(a) for a in sub.findall('address')]
+            dev.vfs = [address_of(a) for a in sub.findall('address')]
         elif stype == 'phys_function':
             addr = sub.find('address')
             if addr is not None:
-                dev.phys_function = _address(addr)
+                dev.phys_function = address_of(addr)
         elif stype == 'mdev_types':
             dev.mdev_types = _parse_mdev_types(sub, dev.address)
 
