@@ -3,11 +3,11 @@
 Phases (each reported through the ``progress`` callback):
 
 1. **placement**: an embedded openstack-placement on loopback HTTP
-   (:class:`gpu_nova_ext.placement.embedded.EmbeddedPlacement`).
+   (:class:`gpu_nova_ext.simulate.embedded.EmbeddedPlacement`).
 2. **nova**: the scenario's ``nova_conf:`` on Nova's CONF, flavors checked
    by nova-api's validators, the GPU state cache listening on ``fake://``.
 3. **hosts**: per host, the providers nova-compute would create
-   (:mod:`gpu_nova_ext.placement.novalike`), then one real agent cycle:
+   (:mod:`gpu_nova_ext.simulate.novalike`), then one real agent cycle:
    discovery through libvirt's test driver plus the ``simulated`` NVML
    source, the Placement reporter writing our traits, the state payload
    fanout-cast over ``fake://`` into the scheduler's state cache.
@@ -251,7 +251,7 @@ class SimulatedHost:
         """Providers as nova-compute's libvirt driver creates them."""
         import os_traits
 
-        from gpu_nova_ext.placement import novalike
+        from gpu_nova_ext.simulate import novalike
         spec = self.spec
         self.root_uuid = novalike.create_compute_node(
             client, self.nodename, vcpus=spec.vcpus,
@@ -414,7 +414,7 @@ class Simulation:
             self.scheduler = nova_env.load_scheduler(self.scenario,
                                                      novaconf.conf)
             self.aggregates = nova_env.aggregates(self.scenario)
-            from gpu_nova_ext.placement import embedded
+            from gpu_nova_ext.simulate import embedded
             placement = embedded.EmbeddedPlacement(
                 db_path=os.path.join(workdir, 'placement.sqlite'))
             endpoint = placement.start()
