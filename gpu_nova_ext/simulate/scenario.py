@@ -22,6 +22,7 @@ import yaml
 from gpu_nova_ext import exception
 from gpu_nova_ext.inventory import simulated
 from gpu_nova_ext import naming
+from gpu_nova_ext import safe_yaml
 
 SCENARIO_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                             'scenarios')
@@ -275,7 +276,7 @@ def load(path: str | None = None) -> Scenario:
     check = _Checker(path)
     try:
         with open(path, encoding='utf-8') as f:
-            data = yaml.safe_load(f)
+            data = safe_yaml.load(f)
     except FileNotFoundError:
         raise check.fail('file', 'no such file. Pass an existing scenario '
                          'file, or no argument for the shipped one.')
