@@ -91,12 +91,16 @@ class NovaConfig:
     def apply(self) -> None:
         conf = self.conf
         nova_defaults = list(conf.filter_scheduler.enabled_filters)
+        # --compare's "nova" policy: Nova's own filters and weighers only
+        ours = getattr(self.scenario, 'gpu_plugins', True)
         defaults = {
             'filter_scheduler': {
                 'available_filters': [NOVA_FILTERS, GPU_FILTERS],
                 'enabled_filters': (
-                    nova_defaults + [PCI_FILTER] + GPU_FILTER_NAMES),
-                'weight_classes': [NOVA_WEIGHERS, GPU_WEIGHERS],
+                    nova_defaults + [PCI_FILTER] +
+                    (GPU_FILTER_NAMES if ours else [])),
+                'weight_classes': [NOVA_WEIGHERS] + (
+                    [GPU_WEIGHERS] if ours else []),
                 'pci_in_placement': True,
             },
             'gpu_scheduler': {'state_listener': False},
@@ -250,13 +254,20 @@ def resource_request(ctx: Any, spec: Any) -> Any:
     return utils.resources_from_request_spec(ctx, spec, None)
 
 
-def report_client(endpoint: str, token: str = 'admin') -> Any:
-    """Nova's SchedulerReportClient talking to ``endpoint`` (noauth2)."""
+def report_client(endpoint: str, token: str = 'admin',
+                  mount: Any = None) -> Any:
+    """Nova's SchedulerReportClient talking to ``endpoint`` (noauth2).
+
+    ``mount(session)``, when given, connects the keystoneauth session to
+    an in-process Placement (:meth:`EmbeddedPlacement.mount`).
+    """
     from keystoneauth1 import adapter
     from keystoneauth1 import session
     from keystoneauth1 import token_endpoint
     from nova.scheduler.client import report
     sess = session.Session(auth=token_endpoint.Token(endpoint, token))
+    if mount is not None:
+        mount(sess)
     return report.SchedulerReportClient(adapter=adapter.Adapter(
         session=sess, service_type='placement', endpoint_override=endpoint))
 
@@ -340,8 +351,6 @@ def host_state(compute: Any, candidates: list[dict],
     ``SchedulerManager._schedule`` gives each host a deep copy of the
     allocation requests that involve its compute node provider.
     """
-    import copy
-
     from nova.scheduler import host_manager
     from oslo_utils import timeutils
     state = host_manager.HostState(compute.host, compute.hypervisor_hostname,
@@ -354,8 +363,18 @@ def host_state(compute: Any, candidates: list[dict],
                'version': 70, 'uuid': str(uuid.uuid5(uuid.NAMESPACE_DNS,
                                                      compute.host))}
     state.update(compute, service, list(host_aggregates or []), {})
-    state.allocation_candidates = copy.deepcopy(candidates)
+    set_candidates(state, candidates)
     return state
+
+
+def set_candidates(state: Any, candidates: list[dict]) -> None:
+    """Set the request's allocation candidates of the host.
+
+    A deep copy of each, as ``SchedulerManager._schedule`` gives them
+    (filters prune them).
+    """
+    import copy
+    state.allocation_candidates = copy.deepcopy(candidates)
 
 
 def load_scheduler(scenario: scn.Scenario,
