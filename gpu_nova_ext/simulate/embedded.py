@@ -152,8 +152,13 @@ class EmbeddedPlacement:
     :param host: address to listen on (loopback by default).
     """
 
-    def __init__(self, db_path: str | None = None, host: str = '127.0.0.1'):
+    def __init__(self, db_path: str | None = None, host: str = '127.0.0.1',
+                 thread_yield: bool = True):
         self.db_path = db_path
+        # oslo.db yields the thread at each connection check-in (for
+        # eventlet); a single-threaded in-process user has nobody to yield
+        # to, and on a busy machine each yield costs a scheduler slice
+        self.thread_yield = thread_yield
         self.host = host
         self.port = 0
         self.counter = CountingMiddleware()
@@ -195,6 +200,13 @@ class EmbeddedPlacement:
             self._thread.join(5)
             self._server = None
             self._thread = None
+
+    @property
+    def conf(self):
+        """The application's configuration (built on first use)."""
+        if self._app is None:
+            self._app = self._build_app()
+        return self._conf
 
     def mount_endpoint(self) -> str:
         """Build the application; the endpoint :meth:`mount` serves."""
@@ -338,7 +350,8 @@ class EmbeddedPlacement:
         # only once; patch our own engine into it instead.
         if not getattr(db_api.configure, 'called', False):
             db_api.configure(conf)
-        engine = engines.create_engine(url, max_retries=0)
+        engine = engines.create_engine(url, max_retries=0,
+                                       thread_checkin=self.thread_yield)
         if self.db_path:
             _tune_sqlite(engine)
         self._engine = engine

@@ -368,13 +368,23 @@ def host_state(compute: Any, candidates: list[dict],
 
 
 def set_candidates(state: Any, candidates: list[dict]) -> None:
-    """Set the request's allocation candidates of the host.
+    """Ready a kept HostState for a request.
 
-    A deep copy of each, as ``SchedulerManager._schedule`` gives them
-    (filters prune them).
+    Its allocation candidates: a deep copy of each, as
+    ``SchedulerManager._schedule`` gives them (filters prune them).  Its
+    nova-compute service: heard from just now (nova-compute's heartbeat
+    runs every ``[DEFAULT] report_interval``; the simulated computes never
+    miss one), as HostManager reads it from the database per request.
     """
     import copy
+
+    from nova.scheduler import host_manager
+    from oslo_utils import timeutils
     state.allocation_candidates = copy.deepcopy(candidates)
+    now = timeutils.utcnow()
+    service = dict(state.service or {})
+    service['updated_at'] = service['last_seen_up'] = now
+    state.service = host_manager.ReadOnlyDict(service)
 
 
 def load_scheduler(scenario: scn.Scenario,
@@ -510,8 +520,11 @@ class Scheduler:
         ordered.remove(chosen)
         return [chosen] + ordered
 
-    def rejection(self) -> str:
+    def rejection(self, shown: int = 10) -> str:
         """Which filter removed which hosts, for a NoValidHost message."""
-        parts = ['%s removed %s' % (name, ', '.join(hosts))
-                 for name, hosts in self.filter_log if hosts]
+        parts = ['%s removed %s%s' % (
+            name, ', '.join(hosts[:shown]),
+            ' and %d more' % (len(hosts) - shown)
+            if len(hosts) > shown else '')
+            for name, hosts in self.filter_log if hosts]
         return '; '.join(parts) or 'no host passed the filters'

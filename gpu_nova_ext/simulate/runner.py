@@ -105,8 +105,8 @@ class Simulation:
             nova_env.check_flavors(self.scenario)
             scheduler = nova_env.load_scheduler(self.scenario, novaconf.conf)
             from gpu_nova_ext.simulate import embedded
-            placement = embedded.EmbeddedPlacement(
-                db_path=sim_host.inside(workdir, 'placement.sqlite'))
+            # an in-memory database: one connection, no file I/O
+            placement = embedded.EmbeddedPlacement(thread_yield=False)
             endpoint = placement.mount_endpoint()
             self.placement = placement
             self.progress('placement: openstack-placement in process '
@@ -140,10 +140,13 @@ class Simulation:
             shutil.rmtree(workdir, ignore_errors=True)
         result.elapsed = time.monotonic() - start
         result.sim_seconds = self.clock.now
-        self.progress('done: %d servers, %d events in %.1f s (%.0f '
-                      'simulated s)' % (len(result.servers),
-                                        len(result.events), result.elapsed,
-                                        self.clock.now))
+        self.progress('done: %d servers, %d events in %.1f s (%s; %.0f '
+                      'simulated s)' % (
+                          len(result.servers), len(result.events),
+                          result.elapsed, ', '.join(
+                              '%s %.1f s' % kv
+                              for kv in result.timings.items()),
+                          self.clock.now))
         return result
 
     # -- set-up ------------------------------------------------------------
@@ -167,13 +170,15 @@ class Simulation:
         lines = len(specs) <= HOST_LINES_MAX
         bar = None if lines or self.bar is None else self.bar(
             len(specs), 'hosts')
+        from gpu_nova_ext.simulate import novalike
+        writer = novalike.ObjectWriter(self.placement.conf)
         try:
             for spec in specs:
                 host = sim_host.SimulatedHost(spec, workdir, endpoint)
                 self.hosts[spec.name] = host
                 host.write_files()
                 host.start_agent(self.placement.mount)
-                host.create_providers(host.client)
+                host.create_providers(writer)
                 report, payload = host.cycle(self.clock.wall())
                 self._cast(cache, host)
                 if lines:
