@@ -159,8 +159,10 @@ class Meter:
             return False
         host = gpu.host
         spec = host.spec
-        health = (host.facts.get(gpu.address, {}).get('health') or {})
-        if health.get('state') == 'unhealthy':
+        health = host.facts.get(gpu.address, {}).get('health')
+        if isinstance(health, dict):
+            health = health.get('state')
+        if health == 'unhealthy':
             return False
         return (host.used['vcpus'] + flavor.vcpus <=
                 spec.vcpus * spec.cpu_allocation_ratio and

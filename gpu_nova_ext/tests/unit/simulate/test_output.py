@@ -4,7 +4,7 @@ import json
 import testtools
 
 from gpu_nova_ext.simulate import output
-from gpu_nova_ext.simulate import runner
+from gpu_nova_ext.simulate import result as runner
 from gpu_nova_ext.simulate import scenario as scn
 
 
@@ -36,7 +36,7 @@ def _result():
 class TestOutput(testtools.TestCase):
 
     def test_json_is_the_design_shape(self):
-        data = json.loads(output.to_json(_result()))
+        data = json.loads(output.to_json([_result()]))
         self.assertEqual({
             'placements': [
                 {'server': 'a-1', 'flavor': 'a', 'host': 'h1',
@@ -48,10 +48,11 @@ class TestOutput(testtools.TestCase):
             'occupancy': [
                 {'host': 'h1', 'gpu': '0000:3b:00.0',
                  'model': 'A100_80GB_PCIE', 'used': 2, 'total': 4,
-                 'health': 'unhealthy'}]}, data)
+                 'health': 'unhealthy', 'state': 'live'}],
+            'missing_state': [], 'summary': {}}, data)
 
     def test_table_explains_and_orders_events(self):
-        lines = output.to_table(_result()).splitlines()
+        lines = output.to_table([_result()]).splitlines()
         a1 = next(line for line in lines if line.startswith('a-1'))
         # the packing weigher decided (+10 over h2), RAM less so (+1)
         self.assertIn('vs h2: GpuPacking +10.00, RAM +1.00', a1)
