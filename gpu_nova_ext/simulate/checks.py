@@ -17,7 +17,7 @@ from gpu_nova_ext import naming
 #: Host, flavor and server names: letters, digits, ``.``, ``_`` and ``-``,
 #: starting with a letter or digit (a hostname-like word: no path
 #: separator, no ``..`` at the start, no newline or ``%``).
-NAME_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9._-]*$')
+NAME_RE = re.compile(r'[A-Za-z0-9][A-Za-z0-9._-]*')
 MAX_NAME = 63
 #: Bigger than any real count, size or ratio; keeps arithmetic exact.
 MAX_NUMBER = 1e12
@@ -69,7 +69,7 @@ class Checker:
         ``room``: the characters a suffix added to it (``-0001``) takes.
         """
         value = self.string(value, entry)
-        if not NAME_RE.match(value) or len(value) + room > MAX_NAME:
+        if not NAME_RE.fullmatch(value) or len(value) + room > MAX_NAME:
             raise self.fail(entry, '%r is not a safe name: use at most %d '
                             'letters, digits, ".", "_" and "-", starting '
                             'with a letter or digit' % (value,

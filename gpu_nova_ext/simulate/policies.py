@@ -15,6 +15,8 @@ Every policy runs the same hosts, steps, workload and seed.
 import copy
 import os
 
+import yaml
+
 from gpu_nova_ext.simulate import checks
 
 PRESETS = {
@@ -37,7 +39,7 @@ def parse(arg: str) -> tuple[str, dict, bool]:
     """``(name, nova_conf overrides, with our plugins)`` of one argument."""
     from gpu_nova_ext import safe_yaml
     name, sep, value = arg.partition('=')
-    if not checks.NAME_RE.match(name) or len(name) > checks.MAX_NAME:
+    if not checks.NAME_RE.fullmatch(name) or len(name) > checks.MAX_NAME:
         raise PolicyError('--compare %s: %r is not a policy name (letters, '
                           'digits, ".", "_", "-")' % (arg, name))
     if not sep:
@@ -51,7 +53,7 @@ def parse(arg: str) -> tuple[str, dict, bool]:
         try:
             with open(value, encoding='utf-8') as f:
                 data = safe_yaml.load(f)
-        except (OSError, safe_yaml.SafeYamlError) as exc:
+        except (OSError, yaml.YAMLError) as exc:
             raise PolicyError('--compare %s: cannot read %s: %s'
                               % (arg, value, exc))
         if not isinstance(data, dict) or not all(
@@ -70,7 +72,7 @@ def parse(arg: str) -> tuple[str, dict, bool]:
                 % (arg, item))
         try:
             parsed = safe_yaml.load(raw) if raw.strip() else ''
-        except safe_yaml.SafeYamlError as exc:
+        except yaml.YAMLError as exc:
             raise PolicyError('--compare %s: bad value %r: %s'
                               % (arg, raw, exc))
         overrides.setdefault(group, {})[option] = parsed

@@ -34,8 +34,10 @@ def _flavor(name, specs, vcpus=4, ram_mb=8192):
 class CloudTestCase(testtools.TestCase):
 
     def simulate(self, scenario, *args):
-        """``gpu-nova-ext simulate FILE --format json ARGS``: rc, data,
-        stderr."""
+        """Run ``gpu-nova-ext simulate FILE --format json ARGS``.
+
+        Returns the JSON data and the standard error.
+        """
         with tempfile.NamedTemporaryFile('w', suffix='.yaml',
                                          delete=False) as f:
             yaml.safe_dump(scenario, f)
@@ -53,9 +55,10 @@ class CloudTestCase(testtools.TestCase):
 class TestGeneratedCloud(CloudTestCase):
 
     def test_200_hosts_until_first_failure(self):
-        """190 A100 vGPU hosts and 10 H100 passthrough hosts, all
-        generated from two host kinds; a 3:1 workload stops when the
-        H100s run out.
+        """Two host kinds make 200 hosts; the workload runs to a failure.
+
+        190 A100 vGPU hosts and 10 H100 passthrough hosts; a 3:1 workload
+        stops when the H100s run out.
         """
         scenario = {
             'nova_conf': {'pci': {'alias': [H100_ALIAS]}},
