@@ -191,3 +191,44 @@ class TestTimeAndDeletes(CloudTestCase):
         self.assertEqual((8, 8), (gpu['used'], gpu['total']))
         self.assertEqual(7, data['summary']['servers_deleted'])
         self.assertIn('delete long: 3 server(s)', err)
+
+
+class TestOutputs(CloudTestCase):
+
+    SCENARIO = {
+        'hosts': [_a100('cmp', 2, gpus=1)],
+        'flavors': [_flavor('vgpu', {'resources:VGPU': '1'}),
+                    _flavor('vgpu.half', {'resources:VGPU': '4'})],
+        'workload': {'seed': 5, 'flavors': {'vgpu': 1, 'vgpu.half': 1},
+                     'until': {'arrived_pct': 60}}}
+
+    def test_plot_and_csv(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            png = os.path.join(tmp, 'curve.png')
+            data, err = self.simulate(self.SCENARIO, '--compare', 'pack',
+                                      'nova', '--plot', png)
+            with open(png, 'rb') as f:
+                self.assertEqual(b'\x89PNG', f.read(4))
+        self.assertIn('plot written to', err)
+        self.assertEqual(['pack', 'nova'],
+                         [p['policy'] for p in data['policies']])
+        for policy in data['policies']:
+            self.assertGreaterEqual(policy['summary']['arrived_pct'], 60.0)
+            self.assertIn('stopped', ' '.join(
+                line for line in err.splitlines()
+                if line.startswith('[simulate] %s: workload'
+                                   % policy['policy'])))
+        with tempfile.NamedTemporaryFile('w', suffix='.yaml',
+                                         delete=False) as f:
+            yaml.safe_dump(self.SCENARIO, f)
+        self.addCleanup(os.unlink, f.name)
+        proc = subprocess.run(
+            [sys.executable, '-m', 'gpu_nova_ext.cmd.cli', 'simulate',
+             f.name, '--format', 'csv'],
+            capture_output=True, text=True, timeout=TIMEOUT)
+        self.assertEqual(0, proc.returncode, proc.stderr[-2000:])
+        rows = proc.stdout.splitlines()
+        self.assertEqual('policy,server,flavor,host,gpus,error,arrived_pct',
+                         rows[0])
+        self.assertEqual(len(data['policies'][0]['placements']),
+                         len(rows) - 1)

@@ -231,3 +231,50 @@ class TestPolicies(testtools.TestCase):
         self.assertFalse(p.gpu_plugins)
         self.assertTrue(s.gpu_plugins)
         self.assertIs(s.hosts, p.hosts)
+
+
+class TestCommandLine(testtools.TestCase):
+
+    def _cli(self, argv):
+        import contextlib
+        import io
+
+        from gpu_nova_ext.cmd import cli
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), \
+                contextlib.redirect_stderr(err):
+            rc = cli.main(argv)
+        return rc, out.getvalue(), err.getvalue()
+
+    def test_plot_without_matplotlib_is_one_line(self):
+        from unittest import mock
+        with mock.patch.dict('sys.modules', {'matplotlib': None}):
+            rc, out, err = self._cli(['simulate', '--plot', '/tmp/x.png'])
+        self.assertEqual(2, rc)
+        self.assertEqual('', out)
+        self.assertEqual(1, len(err.strip().splitlines()), err)
+        self.assertIn('gpu-nova-ext[plot]', err)
+
+    def test_bad_compare_is_one_line(self):
+        rc, out, err = self._cli(['simulate', '--compare', 'pack',
+                                  'bogus'])
+        self.assertEqual(2, rc)
+        self.assertIn("no preset of that name", err)
+        self.assertNotIn('Traceback', err)
+
+    def test_yaml_bomb_refused(self):
+        text = 'a: &a ["x","x","x","x","x","x","x","x","x","x"]\n'
+        prev = 'a'
+        for name in 'bcdefghij':
+            text += '%s: &%s [%s]\n' % (name, name,
+                                        ','.join(['*' + prev] * 10))
+            prev = name
+        text += 'description: *j\n'
+        with tempfile.NamedTemporaryFile('w', suffix='.yaml',
+                                         delete=False) as f:
+            f.write(text)
+        self.addCleanup(os.unlink, f.name)
+        rc, out, err = self._cli(['simulate', f.name])
+        self.assertEqual(2, rc)
+        self.assertIn('alias bomb', err)
+        self.assertIn(f.name, err)
