@@ -75,7 +75,9 @@ class Result:
     #: (arrived %, GPU allocation rate %) after each boot
     curve: list[tuple[float, float]] = dataclasses.field(
         default_factory=list)
+    #: wall-clock and CPU seconds per phase (set-up, steps, occupancy)
     timings: dict[str, float] = dataclasses.field(default_factory=dict)
+    cpu: dict[str, float] = dataclasses.field(default_factory=dict)
     deleted: int = 0
     stop_reason: str | None = None
     elapsed: float = 0.0

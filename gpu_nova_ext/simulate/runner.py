@@ -116,20 +116,23 @@ class Simulation:
                           'the simulated clock (state_ttl %.0f s)' % (
                               len(scheduler.filters),
                               len(scheduler.weighers), cache.ttl))
-            t0 = time.monotonic()
+            t0, c0 = time.monotonic(), time.process_time()
             self._start_hosts(workdir, endpoint, cache)
             result.timings['setup'] = time.monotonic() - t0
+            result.cpu['setup'] = time.process_time() - c0
             self.meter = metrics.Meter(self.scenario, self.hosts)
             self.sched = scheduling.Scheduling(
                 self.scenario, scheduler, self.hosts, cache,
                 nova_env.report_client(endpoint, mount=placement.mount))
-            t0 = time.monotonic()
+            t0, c0 = time.monotonic(), time.process_time()
             self._play(result, cache)
             result.timings['steps'] = time.monotonic() - t0
-            t0 = time.monotonic()
+            result.cpu['steps'] = time.process_time() - c0
+            t0, c0 = time.monotonic(), time.process_time()
             result.occupancy = self._occupancy(cache)
             result.summary = self.meter.summary(result)
             result.timings['occupancy'] = time.monotonic() - t0
+            result.cpu['occupancy'] = time.process_time() - c0
         finally:
             if cache is not None:
                 from gpu_nova_ext.state import cache as state_cache
