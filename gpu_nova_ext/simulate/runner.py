@@ -36,6 +36,7 @@ from oslo_log import log as logging
 from gpu_nova_ext.simulate import host as sim_host
 from gpu_nova_ext.simulate import metrics
 from gpu_nova_ext.simulate import nova_env
+from gpu_nova_ext.simulate import nova_handlers
 from gpu_nova_ext.simulate import result as res
 from gpu_nova_ext.simulate import scenario as scn
 from gpu_nova_ext.simulate import scheduling
@@ -103,7 +104,8 @@ class Simulation:
         try:
             novaconf.apply()
             nova_env.check_flavors(self.scenario)
-            scheduler = nova_env.load_scheduler(self.scenario, novaconf.conf)
+            scheduler = nova_handlers.load_scheduler(self.scenario,
+                                                     novaconf.conf)
             from gpu_nova_ext.simulate import embedded
             # an in-memory database: one connection, no file I/O
             placement = embedded.EmbeddedPlacement(thread_yield=False)
