@@ -127,8 +127,9 @@ def _missing(result: runner.Result) -> list[str]:
     if missing:
         names = sorted(missing)
         out += ['', 'WARNING: %d host(s) had no live GPU state in the '
-                'scheduler when Placement offered them (GPU requests '
-                'excluded them): %s%s' % (
+                'scheduler when Placement offered them (the GPU filters '
+                'judge such hosts by [gpu_scheduler] missing_state_policy): '
+                '%s%s' % (
                     len(names), ', '.join(names[:20]),
                     ', ...' if len(names) > 20 else '')]
     if stale:
