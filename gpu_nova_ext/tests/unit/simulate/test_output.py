@@ -66,3 +66,22 @@ class TestOutput(testtools.TestCase):
         occupancy = next(line for line in lines if 'A100_80GB_PCIE' in line)
         self.assertIn('2/4', occupancy)
         self.assertIn('unhealthy', occupancy)
+
+    def test_missing_state_is_in_the_table_and_json(self):
+        r = _result()
+        r.missing_state = {'h2': 4}
+        r.occupancy[0].state = 'missing'
+        text = output.to_table([r])
+        self.assertIn('WARNING: 1 host(s) had no live GPU state', text)
+        self.assertIn('missing_state_policy', text)
+        self.assertIn('have no live GPU state at the end (agent down): h1',
+                      text)
+        data = json.loads(output.to_json([r]))
+        self.assertEqual([{'host': 'h2', 'since_step': 4}],
+                         data['missing_state'])
+        self.assertEqual('missing', data['occupancy'][0]['state'])
+
+    def test_json_is_strict(self):
+        r = _result()
+        r.summary = {'gpu_allocation_pct': float('nan')}
+        self.assertRaises(ValueError, output.to_json, [r])
