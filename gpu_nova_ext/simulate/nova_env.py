@@ -367,20 +367,32 @@ def host_state(compute: Any, candidates: list[dict],
     return state
 
 
+def _json_copy(value: Any) -> Any:
+    """``copy.deepcopy`` of JSON data (dicts, lists, scalars), faster.
+
+    Allocation requests are decoded JSON; at a thousand hosts a request
+    copies thousands of them.
+    """
+    if isinstance(value, dict):
+        return {k: _json_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_copy(v) for v in value]
+    return value
+
+
 def set_candidates(state: Any, candidates: list[dict]) -> None:
     """Ready a kept HostState for a request.
 
     Its allocation candidates: a deep copy of each, as
-    ``SchedulerManager._schedule`` gives them (filters prune them).  Its
+    ``SchedulerManager._schedule`` gives them (``copy.deepcopy``; filters
+    prune them).  Its
     nova-compute service: heard from just now (nova-compute's heartbeat
     runs every ``[DEFAULT] report_interval``; the simulated computes never
     miss one), as HostManager reads it from the database per request.
     """
-    import copy
-
     from nova.scheduler import host_manager
     from oslo_utils import timeutils
-    state.allocation_candidates = copy.deepcopy(candidates)
+    state.allocation_candidates = _json_copy(candidates)
     now = timeutils.utcnow()
     service = dict(state.service or {})
     service['updated_at'] = service['last_seen_up'] = now

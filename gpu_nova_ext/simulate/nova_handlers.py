@@ -73,13 +73,14 @@ class Scheduler:
         log = self.filter_log
         pruned = self.pruned
 
-        def providers(host):
-            return {rp for cand in host.allocation_candidates
-                    for rp in cand['allocations']}
+        def providers(candidates):
+            return {rp for cand in candidates for rp in cand['allocations']}
 
         def filter_all(inner, filter_obj_list, spec_obj):
             before = list(filter_obj_list)
-            had = {id(h): providers(h) for h in before}
+            # the candidate lists as they were (a filter may replace or
+            # shorten them); providers are compared only where it did
+            had = {id(h): list(h.allocation_candidates) for h in before}
             result = cls.filter_all(inner, before, spec_obj)
             if result is None:
                 return None
@@ -88,8 +89,12 @@ class Scheduler:
             log.append((cls.__name__,
                         [h.host for h in before if id(h) not in kept]))
             for host in after:
+                old = had[id(host)]
+                if len(old) == len(host.allocation_candidates):
+                    continue
                 # candidates this filter dropped on a host it kept
-                dropped = had[id(host)] - providers(host)
+                dropped = providers(old) - providers(
+                    host.allocation_candidates)
                 if dropped:
                     pruned.setdefault(host.host, {}).setdefault(
                         cls.__name__, set()).update(dropped)
