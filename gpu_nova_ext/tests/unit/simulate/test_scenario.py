@@ -199,7 +199,7 @@ class TestScenarioLoad(testtools.TestCase):
     def test_event_with_boot_keys(self):
         data = self._data()
         data['boots'][1]['flavor'] = 'vgpu.a100'
-        self.assertError(data, 'boots[1]', 'only "event:"')
+        self.assertError(data, 'boots[1]', 'with "event:" holds nothing else')
 
     def test_yaml_syntax_error_has_position(self):
         path = self.useFixture(_TempFile('hosts: [\n')).path
