@@ -213,7 +213,7 @@ class SimulatedHost:
                 self._add_provider(func.parent or address, rp)
         elif spec.nova_gpu_mode == 'pci':
             for func in spec.pci_functions:
-                if not func.is_display or func.vendor_id not in (
+                if not func.is_gpu or func.vendor_id not in (
                         naming.VENDOR_IDS):
                     continue
                 rc = spec.pci_resource_class or novalike.pci_resource_class(

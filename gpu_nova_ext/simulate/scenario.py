@@ -20,6 +20,7 @@ from xml.etree import ElementTree
 import yaml
 
 from gpu_nova_ext import exception
+from gpu_nova_ext.inventory import recognition
 from gpu_nova_ext.inventory import simulated
 from gpu_nova_ext import safe_yaml
 from gpu_nova_ext.simulate import checks
@@ -50,8 +51,6 @@ GPU_KEYS = ('name', 'memory_mib', 'uuid', 'serial', 'vendor', 'numa_node',
 NOVA_GPU_MODES = ('vgpu', 'pci', 'none')
 HEALTH_STATES = simulated.HEALTH_STATES
 AGENT_MODES = ('annotate', 'inventory')
-# PCI classes of GPUs (display controllers), as the agent sees them.
-GPU_PCI_CLASSES = ('0x0300', '0x0302', '0x0380')
 
 
 @dataclasses.dataclass
@@ -68,8 +67,15 @@ class PciFunction:
     parent: str | None = None
 
     @property
-    def is_display(self) -> bool:
-        return self.pci_class[:6] in GPU_PCI_CLASSES
+    def is_gpu(self) -> bool:
+        """A GPU by the agent's own rule (:mod:`~.inventory.recognition`)."""
+        try:
+            code = int(self.pci_class, 16) >> 8
+        except ValueError:      # no class (or not a number): none known
+            code = None
+        return recognition.why_not_gpu(
+            self.vendor_id, self.product_id, code,
+            has_mdev_types=bool(self.mdev_types)) is None
 
 
 @dataclasses.dataclass
@@ -172,7 +178,7 @@ def parse_host_xml(text: str) -> list[PciFunction]:
             address=address,
             vendor_id=_hex_id(vendor),
             product_id=_hex_id(product),
-            pci_class=(cap.findtext('class') or '0x000000').strip(),
+            pci_class=(cap.findtext('class') or '').strip(),
             numa_node=(int(numa.get('node')) if numa is not None
                        and numa.get('node') is not None else None),
             mdev_types=[t.get('id') for t in cap.findall(

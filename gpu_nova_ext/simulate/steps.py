@@ -132,11 +132,11 @@ def _event(check: checks.Checker, item: Any, entry: str, index: int,
     gpu = check.pci_address(check.required(item, 'gpu', entry),
                             entry + '.gpu')
     func = host.function(gpu)
-    if func is None or not func.is_display and gpu not in host.gpus:
+    if func is None or not func.is_gpu and gpu not in host.gpus:
         raise check.fail(entry + '.gpu', 'host %s has no GPU %s (GPUs: %s)'
                          % (host_name, gpu, ', '.join(
                              f.address for f in host.pci_functions
-                             if f.is_display)))
+                             if f.is_gpu)))
     if 'health' not in item and 'metrics' not in item:
         raise check.fail(entry, 'an event changes "health" and/or '
                          '"metrics" of a GPU, or "agent" of a host; give at '
