@@ -180,7 +180,7 @@ class TestHostGen(testtools.TestCase):
         gen = hostgen.generate([spec])
         funcs = scn.parse_host_xml(gen.xml_text)
         self.assertEqual(3, len(funcs))
-        self.assertTrue(all(f.is_display for f in funcs))
+        self.assertTrue(all(f.is_gpu for f in funcs))
         self.assertEqual(sorted(gen.facts), [f.address for f in funcs])
         self.assertEqual(81559, gen.facts[funcs[0].address]['memory_mib'])
         self.assertEqual('pci', gen.nova_gpu_mode)
