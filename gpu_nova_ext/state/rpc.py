@@ -21,6 +21,9 @@ RPC API history:
 
 * 1.0: ``update_gpu_state(state)`` on the scheduler topic,
   ``resend_gpu_state()`` on the agent topic.
+* 1.1: ``resend_gpu_state(host=None)``: only the agent of ``host``
+  answers (a scheduler got metrics for facts it does not hold); ``state``
+  may be a protocol 1.1 facts or metrics message.
 """
 from collections.abc import Callable
 import importlib
@@ -39,7 +42,7 @@ from gpu_nova_ext.conf import agent as agent_conf
 
 LOG = logging.getLogger(__name__)
 
-RPC_API_VERSION = '1.0'
+RPC_API_VERSION = '1.1'
 
 # A cast with the broker down must not block the agent loop (oslo.messaging
 # retries for ever by default): one attempt plus one reconnect, then the
@@ -59,6 +62,16 @@ _GLOBAL_ONLY_OPTS = (
     ('oslo_messaging._metrics.client', 'oslo_messaging_metrics',
      'oslo_messaging_metrics'),
 )
+
+
+class Publisher(Protocol):
+    """What turns an agent's whole state into the messages it casts."""
+
+    def messages(self, payload: dict, resend: bool = False) -> list[dict]:
+        """The messages to cast."""
+
+    def forget(self) -> None:
+        """A cast failed: send the facts again next time."""
 
 
 class StateSink(Protocol):
@@ -109,6 +122,14 @@ def _cleanup(transport: messaging.Transport, conf: cfg.ConfigOpts) -> None:
         transport.cleanup()
 
 
+def _host_option(conf: cfg.ConfigOpts) -> str:
+    try:
+        host = conf.host
+    except cfg.NoSuchOptError:
+        host = None
+    return host or socket.gethostname()
+
+
 def _server_name(conf: cfg.ConfigOpts) -> str:
     """The RPC server name: this host's name.
 
@@ -120,23 +141,21 @@ def _server_name(conf: cfg.ConfigOpts) -> str:
     driver delivers a fanout once per server name, so there (one process,
     many listeners) the name is made unique.
     """
-    try:
-        host = conf.host
-    except cfg.NoSuchOptError:
-        host = None
-    host = host or socket.gethostname()
+    host = _host_option(conf)
     if _driver(conf) == 'fake':
         return '%s.%d.%s' % (host, os.getpid(), uuid.uuid4().hex[:8])
     return host
 
 
-def _cast(client: messaging.RPCClient, method: str, **kwargs) -> bool:
+def _cast(client: messaging.RPCClient, method: str,
+          version: str | None = None, **kwargs) -> bool:
     """Cast, logging (never raising) when the broker cannot take it."""
     try:
         # Fanout per cast, as Nova does (prepare(fanout=True)): a client
         # whose Target is fanout cannot be turned into a call, which
         # Nova's functional harness does to every cast.
-        client.prepare(fanout=True).cast({}, method, **kwargs)
+        options = {'version': version} if version else {}
+        client.prepare(fanout=True, **options).cast({}, method, **kwargs)
     except Exception as exc:
         # MessageDeliveryFailure, ClientSendError, kombu/socket errors:
         # oslo.messaging reconnects on the next attempt.
@@ -295,10 +314,17 @@ class AgentStateEndpoint:
 
     target = messaging.Target(version=RPC_API_VERSION)
 
-    def __init__(self, on_resend: Callable[[], None]) -> None:
+    def __init__(self, on_resend: Callable[[], None], host: str) -> None:
         self._on_resend = on_resend
+        self._host = host
+        #: set by a scheduler's request, cleared by take_resend()
+        self.resend_requested = threading.Event()
 
-    def resend_gpu_state(self, ctxt: dict, **kwargs: Any) -> None:
+    def resend_gpu_state(self, ctxt: dict, host: str | None = None,
+                         **kwargs: Any) -> None:
+        if host is not None and host != self._host:
+            return
+        self.resend_requested.set()
         try:
             self._on_resend()
         except Exception:
@@ -320,6 +346,7 @@ class SchedulerStateServer(_RpcServer):
         super().__init__(conf, conf.gpu_scheduler.state_topic,
                          SchedulerStateEndpoint(cache), 'GPU state server')
         self._agent_topic = conf.gpu_scheduler.agent_topic
+        self._resend_client = None
 
     def start(self, wait: float = START_WAIT) -> None:
         """Listen on the state topic, then ask every agent to resend.
@@ -332,14 +359,19 @@ class SchedulerStateServer(_RpcServer):
         self._start(wait, self._ask_resend)
 
     def _ask_resend(self, transport: messaging.Transport) -> None:
-        client = messaging.get_rpc_client(
+        self._resend_client = messaging.get_rpc_client(
             transport,
-            messaging.Target(topic=self._agent_topic,
-                             version=RPC_API_VERSION),
+            messaging.Target(topic=self._agent_topic, version='1.0'),
             retry=CAST_RETRY)
-        if _cast(client, 'resend_gpu_state'):
+        if _cast(self._resend_client, 'resend_gpu_state'):
             LOG.debug('Asked agents on topic %s to resend GPU state',
                       self._agent_topic)
+
+    def ask_resend(self, host: str | None = None) -> None:
+        """Ask the agent of ``host`` (None: every agent) to resend."""
+        client = self._resend_client
+        if client is not None and self.running:
+            _cast(client, 'resend_gpu_state', version='1.1', host=host)
 
     def stop(self) -> None:
         """Stop listening and wait for in-flight messages; idempotent."""
@@ -354,14 +386,20 @@ class AgentStateClient(_RpcServer):
     :param on_resend: called (in an RPC worker thread) when a scheduler
         asks for state; it should only wake the agent loop, which then
         calls :meth:`cast_state`.
+    :param publisher: turns a host's whole state into the protocol 1.1
+        messages (``gpu_nova_ext.agent.payload.Publisher``); None casts
+        the state as it is given (protocol 1.0).
     """
 
     def __init__(self, conf: cfg.ConfigOpts,
-                 on_resend: Callable[[], None]) -> None:
+                 on_resend: Callable[[], None],
+                 publisher: Publisher | None = None) -> None:
+        self._publisher = publisher
         # [agent] only: registering the same options again is a no-op.
         agent_conf.register_opts(conf)
-        super().__init__(conf, conf.agent.agent_topic,
-                         AgentStateEndpoint(on_resend),
+        self._endpoint = AgentStateEndpoint(on_resend,
+                                            _host_option(conf))
+        super().__init__(conf, conf.agent.agent_topic, self._endpoint,
                          'GPU agent resend listener')
         self._scheduler_topic = conf.agent.scheduler_topic
         self._client_lock = threading.Lock()
@@ -391,11 +429,19 @@ class AgentStateClient(_RpcServer):
                 self._client_pid = os.getpid()
             return self._client
 
-    def cast_state(self, payload: dict) -> bool:
-        """Fanout-cast ``update_gpu_state(state=payload)`` to schedulers.
+    def take_resend(self) -> bool:
+        """True once after a scheduler asked this agent to resend."""
+        requested = self._endpoint.resend_requested.is_set()
+        self._endpoint.resend_requested.clear()
+        return requested
 
-        Never raises for a broker problem: logs and returns False (the
-        next cycle casts again; oslo.messaging reconnects).
+    def cast_state(self, payload: dict) -> bool:
+        """Fanout-cast ``update_gpu_state(state=...)`` to schedulers.
+
+        With a publisher, ``payload`` is the host's whole state and the
+        messages it makes of it are cast.  Never raises for a broker
+        problem: logs and returns False (the next cycle casts again;
+        oslo.messaging reconnects).
         """
         try:
             client = self._get_client()
@@ -403,7 +449,14 @@ class AgentStateClient(_RpcServer):
             LOG.warning('Could not reach the message bus to cast GPU state: '
                         '%s', exc)
             return False
-        return _cast(client, 'update_gpu_state', state=payload)
+        if self._publisher is None:
+            return _cast(client, 'update_gpu_state', state=payload)
+        for message in self._publisher.messages(payload,
+                                                resend=self.take_resend()):
+            if not _cast(client, 'update_gpu_state', state=message):
+                self._publisher.forget()
+                return False
+        return True
 
     def stop(self) -> None:
         """Stop the listener and release the transports; idempotent."""
