@@ -109,7 +109,8 @@ class TestMetricsLoop(testtools.TestCase):
         fields = [('gpus', 0, 'metrics', name)
                   for name in schema.SCHEDULER_METRICS] + [
             ('gpus', 0, 'metrics', 'fan_speed_pct'),
-            ('gpus', 1, 'assigned'), ('gpus', 0, 'metrics'), ('gpus', 1, 'health', 'state'),
+            ('gpus', 1, 'assigned'), ('gpus', 0, 'metrics'),
+            ('gpus', 1, 'health', 'state'),
             ('gpus', 1, 'health', 'reasons'), ('gpus', 0, 'extra'),
             ('seq',), ('generated_at',), ('digest',), ('host',),
             ('extra',), ('gpus', 1)]
