@@ -499,3 +499,19 @@ class TestCandidateOrder(base.PluginTestCase):
         self.assertEqual([], no.run_filters([f], [host], spec))
         self.assertEqual([], no.run_filters([f], [host], spec))
         self.assertEqual(1, len(self.log_lines('gpu:intra_host_policy')))
+
+
+class TestMisspeltNamespace(base.PluginTestCase):
+    """Issue 16.5: GPU:model is not ignored."""
+
+    def test_fails_closed_with_one_line_naming_the_fix(self):
+        self.add_host('h', [no.gpu_state('h', 0, model='A100_80GB_PCIE')])
+        filters = [f() for f in gpu_filters.all_filters()]
+        for key in ('GPU:model', ' gpu:model'):
+            host = no.host_state('h', allocation_candidates=no.candidates(
+                'h', [0]))
+            spec = no.request_spec(dict(VGPU, **{key: 'H100'}))
+            self.assertEqual([], no.run_filters(filters, [host], spec))
+            lines = self.log_lines('%s=' % key)
+            self.assertEqual(1, len(lines), lines)
+            self.assertIn('write gpu:model', lines[0])
