@@ -105,8 +105,9 @@ def gpu_facts(index: int, gpu: dict) -> GpuFacts:
     elif offered:
         keys = frozenset([offered])
     else:
-        keys = frozenset(k for t in gpu.get('vgpu_types') or []
-                         for k in (t.get('id'), t.get('name')) if k)
+        keys = frozenset({t.get('id') for t in gpu.get('vgpu_types') or ()}
+                         | {t.get('name') for t in gpu.get('vgpu_types')
+                            or ()}) - {None, ''}
     capacity, per_instance, whole = 1.0, 1.0, True
     if mode in VGPU_MODES and entry is not None:
         available = entry.get('available') or 0
@@ -134,11 +135,16 @@ def gpu_facts(index: int, gpu: dict) -> GpuFacts:
         source=gpu)
 
 
-def _group(gpus, fact_of) -> dict[Any, tuple[str, ...]]:
-    groups: dict[Any, list[str]] = {}
-    for gpu in gpus:
-        groups.setdefault(fact_of(gpu), []).extend(gpu.provider_uuids)
-    return {fact: tuple(rps) for fact, rps in groups.items()}
+def _groups(gpus) -> dict[str, dict[Any, tuple[str, ...]]]:
+    """family -> {fact: provider UUIDs} of the fact families."""
+    out = {}
+    for family in (FAMILY_MODEL, FAMILY_MEMORY, FAMILY_CAPABILITY):
+        groups: dict[Any, tuple[str, ...]] = {}
+        for gpu in gpus:
+            fact = gpu.fact(family)
+            groups[fact] = groups.get(fact, ()) + gpu.provider_uuids
+        out[family] = groups
+    return out
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True, eq=False)
@@ -174,8 +180,7 @@ def host_facts(message: dict, gpus: list) -> HostFacts:
         agent_mode=message.get('agent_mode'), digest=message.get('digest'),
         gpus=records,
         by_provider={rp: g for g in records for rp in g.provider_uuids},
-        groups={family: _group(records, lambda g, f=family: g.fact(f))
-                for family in FAMILIES if family != FAMILY_HEALTH})
+        groups=_groups(records))
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True, eq=False)

@@ -46,6 +46,7 @@ MUTATIONS = [
     (('gpus', 0, 'cuda_cc'), '8.0.1'),
     (('gpus', 0, 'health', 'state'), 'HEALTHY'),
     (('gpus', 0, 'health', 'reasons'), ['r' * 256]),
+    (('gpus', 0, 'health', 'since'), 1),
     (('gpus', 0, 'metrics', 'utilization_pct'), 100.5),
     (('gpus', 0, 'metrics', 'temperature_c'), True),
     (('gpus', 0, 'metrics', 'temperature_c'), float('nan')),
@@ -110,7 +111,7 @@ class TestMetricsLoop(testtools.TestCase):
                   for name in schema.SCHEDULER_METRICS] + [
             ('gpus', 0, 'metrics', 'fan_speed_pct'),
             ('gpus', 1, 'assigned'), ('gpus', 0, 'metrics'),
-            ('gpus', 1, 'health', 'state'),
+            ('gpus', 1, 'health', 'state'), ('gpus', 1, 'health', 'x'),
             ('gpus', 1, 'health', 'reasons'), ('gpus', 0, 'extra'),
             ('seq',), ('generated_at',), ('digest',), ('host',),
             ('extra',), ('gpus', 1)]
