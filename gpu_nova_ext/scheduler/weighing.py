@@ -69,6 +69,9 @@ class GpuWeigher(weights.BaseHostWeigher):
 
     OPTION = ''
     FOR_GPU_REQUESTS = True
+    # [gpu_weights] OPTION as the last pass read it (the same in every
+    # thread: the option's value)
+    _default = None
 
     def __init__(self):
         super().__init__()
@@ -96,8 +99,9 @@ class GpuWeigher(weights.BaseHostWeigher):
 
     def weigh_objects(self, weighed_obj_list, weight_properties):
         ctx = request_context.request_context(weight_properties)
+        default = self._default = getattr(CONF.gpu_weights, self.OPTION)
         if not self.applies(ctx) or (
-                getattr(CONF.gpu_weights, self.OPTION) == 0.0
+                default == 0.0
                 and not any(w.obj.aggregates for w in weighed_obj_list)):
             # equal weights (Nova normalizes them to 0): the weigher does
             # not apply, or is off and no aggregate can turn it on
@@ -116,5 +120,12 @@ class GpuWeigher(weights.BaseHostWeigher):
         return [fill if v is None else v for v in raw]
 
     def weight_multiplier(self, host_state):
-        return sched_utils.get_weight_multiplier(
-            host_state, self.OPTION, getattr(CONF.gpu_weights, self.OPTION))
+        default = self._default
+        if default is None:
+            default = getattr(CONF.gpu_weights, self.OPTION)
+        if not host_state.aggregates:
+            # what get_weight_multiplier() gives without aggregate
+            # metadata, without its per-host set and validation
+            return default
+        return sched_utils.get_weight_multiplier(host_state, self.OPTION,
+                                                 default)
