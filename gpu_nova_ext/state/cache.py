@@ -386,27 +386,6 @@ class GpuStateCache:
         now = self.clock()
         return {h: now - seen for h, seen in list(self._seen.items())}
 
-    def gpu_for_provider(self, provider_uuid: str,
-                         now: float | None = None
-                         ) -> records.GpuFacts | None:
-        """The live GPU a Placement provider is backed by, or None."""
-        host = self._providers.get(provider_uuid)
-        record = self.host_record(host, now) if host else None
-        if record is None:
-            return None
-        return record.by_provider.get(provider_uuid)
-
-    def is_gpu_provider(self, provider_uuid: str) -> bool:
-        """True when held facts (live or not) name this provider."""
-        return provider_uuid in self._providers
-
-    def free_capacity(self, host: str) -> tuple[float, float] | None:
-        """(free, total) GPU equivalents of a host with live state."""
-        record = self.host_record(host)
-        if record is None:
-            return None
-        return record.free_units, record.total_units
-
 
 _CACHE: GpuStateCache | None = None
 _CACHE_LOCK = threading.Lock()

@@ -26,12 +26,9 @@ RPC API history:
   may be a protocol 1.1 facts or metrics message.
 """
 from collections.abc import Callable
-import importlib
 import os
-import socket
 import threading
 from typing import Any, Protocol
-import uuid
 
 from oslo_config import cfg
 from oslo_log import log as logging
@@ -39,29 +36,18 @@ import oslo_messaging as messaging
 
 from gpu_nova_ext import conf as gconf
 from gpu_nova_ext.conf import agent as agent_conf
+from gpu_nova_ext.state import transport as bus
 
 LOG = logging.getLogger(__name__)
 
 RPC_API_VERSION = '1.1'
 
-# A cast with the broker down must not block the agent loop (oslo.messaging
-# retries for ever by default): one attempt plus one reconnect, then the
-# caller logs and moves on; the next cycle tries again.
-CAST_RETRY = 1
+# what tools and the simulator call to use a private ConfigOpts
+register_messaging_opts = bus.register_messaging_opts
 
 # Seconds start() waits for the broker before returning and letting the
 # listener come up in the background (a connection takes milliseconds).
 START_WAIT = 5.0
-
-# Option groups oslo.messaging registers on the global cfg.CONF only, yet
-# reads from transport.conf on every cast and every received message.  A
-# private ConfigOpts (the agent's, the tests') needs them too.
-_GLOBAL_ONLY_OPTS = (
-    ('oslo_messaging._tracing.client', 'oslo_messaging_tracing',
-     'oslo_messaging_tracing'),
-    ('oslo_messaging._metrics.client', 'oslo_messaging_metrics',
-     'oslo_messaging_metrics'),
-)
 
 
 class Publisher(Protocol):
@@ -79,93 +65,6 @@ class StateSink(Protocol):
 
     def update(self, payload: Any) -> bool:
         """Validate and ingest one payload; False when it is rejected."""
-
-
-def register_messaging_opts(conf: cfg.ConfigOpts) -> None:
-    """Register on ``conf`` the oslo.messaging options it reads at run time.
-
-    ``get_rpc_transport`` registers the transport and driver options itself;
-    the tracing and metrics groups are registered on ``cfg.CONF`` at import
-    of oslo.messaging's private modules only, so a cast on a transport built
-    from any other ConfigOpts fails with NoSuchOptError.  Registering the
-    same option objects again is a no-op, so this is safe on Nova's CONF.
-    """
-    for module_name, attr, group in _GLOBAL_ONLY_OPTS:
-        try:
-            opts = getattr(importlib.import_module(module_name), attr)
-        except (ImportError, AttributeError):
-            # Another oslo.messaging release: it does not read them then.
-            continue
-        conf.register_opts(opts, group=group)
-
-
-def _transport(conf: cfg.ConfigOpts) -> messaging.Transport:
-    register_messaging_opts(conf)
-    return messaging.get_rpc_transport(conf)
-
-
-def _driver(conf: cfg.ConfigOpts) -> str | None:
-    try:
-        return messaging.TransportURL.parse(conf).transport
-    except Exception:
-        return None
-
-
-def _cleanup(transport: messaging.Transport, conf: cfg.ConfigOpts) -> None:
-    """Close ``transport``'s connections.
-
-    Not for ``fake://``: its in-memory queues are shared by every fake
-    transport of the process (the simulator's agents and cache) and its
-    cleanup empties them all; it holds no connection anyway.
-    """
-    if _driver(conf) != 'fake':
-        transport.cleanup()
-
-
-def _host_option(conf: cfg.ConfigOpts) -> str:
-    try:
-        host = conf.host
-    except cfg.NoSuchOptError:
-        host = None
-    return host or socket.gethostname()
-
-
-def _server_name(conf: cfg.ConfigOpts) -> str:
-    """The RPC server name: this host's name.
-
-    We only ever fanout-cast, and every listener gets a fanout queue of
-    its own, so the workers of one host can share the name.  A stable
-    name matters: oslo.messaging declares a ``<topic>.<server>`` queue that
-    it never deletes, so a per-process name would leave one queue behind
-    in RabbitMQ per scheduler worker start.  The in-memory ``fake://``
-    driver delivers a fanout once per server name, so there (one process,
-    many listeners) the name is made unique.
-    """
-    host = _host_option(conf)
-    if _driver(conf) == 'fake':
-        return '%s.%d.%s' % (host, os.getpid(), uuid.uuid4().hex[:8])
-    return host
-
-
-def _cast(client: messaging.RPCClient, method: str,
-          version: str | None = None, **kwargs) -> bool:
-    """Cast, logging (never raising) when the broker cannot take it."""
-    try:
-        # Fanout per cast, as Nova does (prepare(fanout=True)): a client
-        # whose Target is fanout cannot be turned into a call, which
-        # Nova's functional harness does to every cast.
-        options = {'version': version} if version else {}
-        client.prepare(fanout=True, **options).cast({}, method, **kwargs)
-    except Exception as exc:
-        # MessageDeliveryFailure, ClientSendError, kombu/socket errors:
-        # oslo.messaging reconnects on the next attempt.
-        LOG.warning('Could not cast %(method)s on topic %(topic)s: '
-                    '%(error)s. The message bus is unreachable; the next '
-                    'cycle retries.',
-                    {'method': method, 'topic': client.target.topic,
-                     'error': exc})
-        return False
-    return True
 
 
 class _RpcServer:
@@ -215,8 +114,8 @@ class _RpcServer:
             if self._server is not None or self._starting is not None:
                 return
             # Configuration errors (a bad transport_url) raise here.
-            transport = _transport(self._conf)
-            self.server_name = _server_name(self._conf)
+            transport = bus.get_transport(self._conf)
+            self.server_name = bus.server_name(self._conf)
             target = messaging.Target(topic=self._topic,
                                       server=self.server_name,
                                       version=RPC_API_VERSION)
@@ -249,7 +148,7 @@ class _RpcServer:
             with self._lock:
                 if self._starting is started:
                     self._starting = None
-            _cleanup(transport, self._conf)
+            bus.cleanup(transport, self._conf)
             errors.append(exc)
             started.set()
             return
@@ -275,7 +174,7 @@ class _RpcServer:
             server.stop()
             server.wait()
         finally:
-            _cleanup(transport, self._conf)
+            bus.cleanup(transport, self._conf)
 
     def _stop(self) -> None:
         with self._lock:
@@ -362,8 +261,8 @@ class SchedulerStateServer(_RpcServer):
         self._resend_client = messaging.get_rpc_client(
             transport,
             messaging.Target(topic=self._agent_topic, version='1.0'),
-            retry=CAST_RETRY)
-        if _cast(self._resend_client, 'resend_gpu_state'):
+            retry=bus.CAST_RETRY)
+        if bus.cast(self._resend_client, 'resend_gpu_state'):
             LOG.debug('Asked agents on topic %s to resend GPU state',
                       self._agent_topic)
 
@@ -371,7 +270,8 @@ class SchedulerStateServer(_RpcServer):
         """Ask the agent of ``host`` (None: every agent) to resend."""
         client = self._resend_client
         if client is not None and self.running:
-            _cast(client, 'resend_gpu_state', version='1.1', host=host)
+            bus.cast(client, 'resend_gpu_state', version='1.1',
+                     host=host)
 
     def stop(self) -> None:
         """Stop listening and wait for in-flight messages; idempotent."""
@@ -398,7 +298,7 @@ class AgentStateClient(_RpcServer):
         # [agent] only: registering the same options again is a no-op.
         agent_conf.register_opts(conf)
         self._endpoint = AgentStateEndpoint(on_resend,
-                                            _host_option(conf))
+                                            bus.host_name(conf))
         super().__init__(conf, conf.agent.agent_topic, self._endpoint,
                          'GPU agent resend listener')
         self._scheduler_topic = conf.agent.scheduler_topic
@@ -420,12 +320,12 @@ class AgentStateClient(_RpcServer):
             if self._client is None or self._client_pid != os.getpid():
                 # Its own transport: casting does not depend on the
                 # listener (works before start(), and while it connects).
-                self._client_transport = _transport(self._conf)
+                self._client_transport = bus.get_transport(self._conf)
                 self._client = messaging.get_rpc_client(
                     self._client_transport,
                     messaging.Target(topic=self._scheduler_topic,
                                      version=RPC_API_VERSION),
-                    retry=CAST_RETRY)
+                    retry=bus.CAST_RETRY)
                 self._client_pid = os.getpid()
             return self._client
 
@@ -450,10 +350,10 @@ class AgentStateClient(_RpcServer):
                         '%s', exc)
             return False
         if self._publisher is None:
-            return _cast(client, 'update_gpu_state', state=payload)
+            return bus.cast(client, 'update_gpu_state', state=payload)
         for message in self._publisher.messages(payload,
                                                 resend=self.take_resend()):
-            if not _cast(client, 'update_gpu_state', state=message):
+            if not bus.cast(client, 'update_gpu_state', state=message):
                 self._publisher.forget()
                 return False
         return True
@@ -467,4 +367,4 @@ class AgentStateClient(_RpcServer):
                 transport = self._client_transport
                 self._client = self._client_transport = None
                 if transport is not None and self._client_pid == os.getpid():
-                    _cleanup(transport, self._conf)
+                    bus.cleanup(transport, self._conf)

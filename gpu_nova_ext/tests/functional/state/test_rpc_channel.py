@@ -13,6 +13,7 @@ import testtools
 
 from gpu_nova_ext.state import cache as state_cache
 from gpu_nova_ext.state import rpc
+from gpu_nova_ext.state import transport as bus
 from gpu_nova_ext.tests.functional.state import support
 
 VICTIMS = ('cmp-a', 'cmp-b', 'cmp-c')
@@ -239,7 +240,7 @@ class TestStateChannel(testtools.TestCase):
         sink = CountingSink(cache)
         self._server(conf, sink)
         agent = self._agent(conf)
-        transport = rpc._transport(conf)
+        transport = bus.get_transport(conf)
         self.addCleanup(transport.cleanup)
         raw = rpc.messaging.get_rpc_client(
             transport, rpc.messaging.Target(

@@ -12,6 +12,7 @@ import testtools
 
 from gpu_nova_ext import conf as gconf
 from gpu_nova_ext.state import rpc
+from gpu_nova_ext.state import transport
 
 WAIT = 10.0
 
@@ -199,7 +200,7 @@ class TestChannel(testtools.TestCase):
         # Stable: RabbitMQ keeps a <topic>.<server> queue per name.
         conf = make_conf('rabbit://guest:guest@127.0.0.1:5672/')
         conf.set_override('host', 'sched-1')
-        self.assertEqual('sched-1', rpc._server_name(conf))
+        self.assertEqual('sched-1', transport.server_name(conf))
 
     def test_after_fork_the_child_starts_its_own(self):
         sink = Sink()
