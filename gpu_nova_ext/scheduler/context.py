@@ -49,7 +49,7 @@ class RequestContext:
     fail_missing: bool         # hard filters reject hosts without state
     policy: str                # intra-host policy (flavor or option)
     logged: set = dataclasses.field(default_factory=set)
-    # id(HostState) -> (HostState, record or None)
+    # compute node UUID -> record or None
     hosts: dict = dataclasses.field(default_factory=dict)
     # filter name -> {fact: verdict}
     verdicts: dict = dataclasses.field(default_factory=dict)
@@ -59,12 +59,12 @@ class RequestContext:
 
     def record(self, host_state: Any) -> state_cache.HostRecord | None:
         """The live state record of a host, the same for the request."""
-        found = self.hosts.get(id(host_state))
-        if found is not None and found[0] is host_state:
-            return found[1]
-        record = self.cache.lookup(host_state, self.oldest)
-        # the HostState is held with it: its id cannot be reused meanwhile
-        self.hosts[id(host_state)] = (host_state, record)
+        # by compute node UUID: a HostState stands for one compute node
+        key = host_state.uuid or host_state.nodename
+        hosts = self.hosts
+        if key in hosts:
+            return hosts[key]
+        record = hosts[key] = self.cache.lookup(host_state, self.oldest)
         return record
 
     def verdict_memo(self, name: str) -> dict:
