@@ -211,15 +211,25 @@ class TestOrdering(CacheTestCase):
     """Issue 16.3: ordering survives clock skew."""
 
     def test_future_message_does_not_silence_the_host(self):
-        # the agent's clock was an hour ahead, then NTP fixed it
-        ahead = self.wall.now + 3600
-        self.assertTrue(self.cache.update(self._payload('a', ahead)))
-        later = self._payload('a', self.wall.now + 1, health='unhealthy')
-        self.assertTrue(self.cache.update(later))
-        self.assertEqual((2, 2), self.cache.host_record('a').health_rank)
-        self.assertTrue(self.cache.update(self._payload('a',
-                                                        self.wall.now + 2)))
-        self.assertEqual(1, len(self.warnings('ahead of this scheduler')))
+        # the agent's clock was ahead (within state_ttl, or far), then NTP
+        # fixed it: its later messages, a GPU turning unhealthy among them,
+        # still count
+        warnings = self.useFixture(fixtures.FakeLogger(
+            name='gpu_nova_ext.state', level=logging.WARNING))
+        for host, ahead in (('a', 100.0), ('b', 3600.0)):
+            self.assertTrue(self.cache.update(self._payload(
+                host, self.wall.now + ahead)))
+            later = self._payload(host, self.wall.now + 1,
+                                  health='unhealthy')
+            self.assertTrue(self.cache.update(later))
+            self.assertEqual((2, 2),
+                             self.cache.host_record(host).health_rank)
+            self.assertTrue(self.cache.update(self._payload(
+                host, self.wall.now + 2)))
+            self.assertEqual((0, 0),
+                             self.cache.host_record(host).health_rank)
+        # at WARNING, once per host
+        self.assertEqual(2, warnings.output.count('ahead of this scheduler'))
 
     def test_older_message_is_ignored_unless_health_changed(self):
         self.assertTrue(self.cache.update(self._payload('a', 90.0)))
