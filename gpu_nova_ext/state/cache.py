@@ -43,6 +43,9 @@ HostRecord = records.HostRecord
 FAMILIES = records.FAMILIES
 
 RESEND_INTERVAL = 10.0
+# bound of the per-host tables a hostile sender could grow with made-up
+# host names (cleared when full)
+_TABLE_LIMIT = 65536
 _DEFAULT_TTL = 120.0
 _DEFAULT_MAX_GPUS = 64
 
@@ -82,6 +85,8 @@ class GpuStateCache:
         self._providers: dict[str, str] = {}     # GPU provider -> host
         self._logged: dict[tuple, float] = {}    # (host, what) -> when
         self._asked: dict[str, float] = {}       # host -> resend asked
+        # host -> the latest metrics message for facts not held (yet)
+        self._pending: dict[str, dict] = {}
         self.listener = state_listener.StateListener(self)
         #: called with a host name to ask its agent for its facts
         self.ask_resend: Callable[[str], None] = self.listener.ask_resend
@@ -159,13 +164,15 @@ class GpuStateCache:
                 return reason
             facts = self._facts.get(host)
             if facts is None or facts.digest != message['digest']:
+                # the facts may be on their way (the RPC server's workers
+                # can swap two messages): kept until they come, and the
+                # host is asked for them
+                if len(self._pending) >= _TABLE_LIMIT:
+                    self._pending.clear()
+                self._pending[host] = message
                 self._resend(host, now)
                 return None
-            if len(message['gpus']) != len(facts.gpus):
-                return ('%d GPUs in metrics for facts of %d GPUs'
-                        % (len(message['gpus']), len(facts.gpus)))
-            return self._store(facts, message['gpus'], message, now,
-                               message['seq'])
+            return self._metrics(facts, message, now)
         if kind == schema.FACTS:
             reason = schema.problem(message, self._max_gpus)
             if reason:
@@ -178,6 +185,10 @@ class GpuStateCache:
                 # a facts message starts the agent's sequence
                 self._seq[host] = message['seq']
                 self._seen[host] = now
+                pending = self._pending.pop(host, None)
+            if (pending is not None and pending['digest'] == facts.digest
+                    and pending['seq'] > message['seq']):
+                self._metrics(facts, pending, now)
             return True
         facts = self._same_facts(message)
         if facts is None:
@@ -195,6 +206,14 @@ class GpuStateCache:
         dynamic = [{k: g[k] for k in schema.DYNAMIC_KEYS if k in g}
                    for g in message['gpus']]
         return self._store(facts, dynamic, message, now, None)
+
+    def _metrics(self, facts: records.HostFacts, message: dict,
+                 now: float) -> bool | str | None:
+        if len(message['gpus']) != len(facts.gpus):
+            return ('%d GPUs in metrics for facts of %d GPUs'
+                    % (len(message['gpus']), len(facts.gpus)))
+        return self._store(facts, message['gpus'], message, now,
+                           message['seq'])
 
     def _same_facts(self, payload: dict) -> records.HostFacts | None:
         """The held facts of a 1.0 payload whose facts did not change.
@@ -308,6 +327,8 @@ class GpuStateCache:
         asked = self._asked.get(host)
         if asked is not None and 0 <= now - asked < RESEND_INTERVAL:
             return
+        if len(self._asked) >= _TABLE_LIMIT:
+            self._asked.clear()
         self._asked[host] = now
         LOG.info('GPU metrics from %s for facts this scheduler does not '
                  'hold: asking that host to resend them', host)
@@ -324,7 +345,7 @@ class GpuStateCache:
         if last is not None and 0 <= now - last < self.ttl:
             LOG.debug(msg, dict(kw, host=host))
             return
-        if len(self._logged) > 65536:
+        if len(self._logged) >= _TABLE_LIMIT:
             self._logged.clear()
         self._logged[(host, what)] = now
         LOG.warning(msg, dict(kw, host=host))
@@ -333,7 +354,8 @@ class GpuStateCache:
         """Forget a host's state (tools, tests)."""
         with self._lock:
             self._forget_names(host)
-            for table in (self._facts, self._seen, self._seq, self._records):
+            for table in (self._facts, self._seen, self._seq, self._records,
+                          self._pending):
                 table.pop(host, None)
 
     # -- lookups -------------------------------------------------------

@@ -350,3 +350,16 @@ class TestSingletonAndListener(testtools.TestCase):
         self.assertTrue(cache.started)
         cache.stop()
         self.assertFalse(cache.started)
+
+
+class TestSwappedMessages(CacheTestCase):
+
+    def test_metrics_before_their_facts_are_applied_with_them(self):
+        # the RPC server's workers may hand over an agent's first metrics
+        # before its facts
+        facts, metrics = agent_payload.Publisher().messages(
+            self._payload('a', utilization=40.0))
+        self.assertFalse(self.cache.update(metrics))
+        self.assertIsNone(self.cache.host_record('a'))
+        self.assertTrue(self.cache.update(facts))
+        self.assertEqual((0.4, 0.4), self.cache.host_record('a').utilization)
