@@ -174,10 +174,12 @@ class GpuStateCache:
                 return None
             return self._metrics(facts, message, now)
         if kind == schema.FACTS:
-            reason = schema.problem(message, self._max_gpus)
+            held = self._facts.get(host)
+            known = [g.source for g in held.gpus] if held else ()
+            reason = schema.problem(message, self._max_gpus, known)
             if reason:
                 return reason
-            facts = records.host_facts(message, message['gpus'])
+            facts = records.host_facts(message, message['gpus'], held)
             with self._lock:
                 reason = self._bind(facts, now)
                 if reason:

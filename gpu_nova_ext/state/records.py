@@ -167,13 +167,18 @@ class HostFacts:
                                  self.host) if n)
 
 
-def host_facts(message: dict, gpus: list) -> HostFacts:
+def host_facts(message: dict, gpus: list,
+               held: HostFacts | None = None) -> HostFacts:
     """HostFacts of a validated message (facts, or a 1.0 payload).
 
     :param gpus: the GPU facts objects (a 1.0 payload's GPUs without
         health, assigned and metrics).
+    :param held: the host's previous facts: their GpuFacts serve again
+        for the GPUs that did not change.
     """
-    records = tuple(gpu_facts(i, g) for i, g in enumerate(gpus))
+    old = held.gpus if held is not None else ()
+    records = tuple(old[i] if i < len(old) and old[i].source == g
+                    else gpu_facts(i, g) for i, g in enumerate(gpus))
     return HostFacts(
         host=message['host'], nodename=message.get('nodename'),
         root_provider_uuid=message.get('root_provider_uuid'),

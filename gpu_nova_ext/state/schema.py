@@ -186,8 +186,11 @@ METRICS_1_1 = _top(VERSION, METRICS, {
     'additionalProperties': False})
 
 _VALIDATORS = {(VERSION_1_0, None): fastjsonschema.compile(PAYLOAD_1_0),
-               (VERSION, FACTS): fastjsonschema.compile(FACTS_1_1),
+               # its GPUs apart: see problem()
+               (VERSION, FACTS): fastjsonschema.compile(_top(
+                   VERSION, FACTS, {'type': 'object'}, **_IDENTITY)),
                (VERSION, METRICS): fastjsonschema.compile(METRICS_1_1)}
+_GPU_FACTS = fastjsonschema.compile(GPU_FACTS)
 
 
 def host_of(message: Any) -> str:
@@ -214,10 +217,15 @@ def kind_of(message: Any) -> tuple[str, str | None] | None:
     return None
 
 
-def problem(message: Any, max_gpus: int) -> str | None:
+def problem(message: Any, max_gpus: int, held: list | tuple = ()
+            ) -> str | None:
     """Why ``message`` is not a valid state message; None when it is.
 
     :param max_gpus: ``[gpu_scheduler] max_gpus_per_host``.
+    :param held: for a facts message, the validated GPU objects of the
+        host's held facts, by position: a GPU equal to its held one is
+        not validated again (facts are validated once when they change,
+        GPU by GPU).
     """
     key = kind_of(message)
     if key is None:
@@ -232,6 +240,14 @@ def problem(message: Any, max_gpus: int) -> str | None:
         _VALIDATORS[key](message)
     except fastjsonschema.JsonSchemaValueException as exc:
         return str(exc)[:300]
+    if key[1] == FACTS:
+        for i, gpu in enumerate(message['gpus']):
+            if i < len(held) and gpu == held[i]:
+                continue
+            try:
+                _GPU_FACTS(gpu)
+            except fastjsonschema.JsonSchemaValueException as exc:
+                return ('data.gpus[%d]%s' % (i, str(exc)[4:]))[:300]
     # JSON has no NaN (a Python decoder accepts it) and NaN compares false
     # with any bound: the float fields, generated_at and metrics, are
     # checked here

@@ -363,3 +363,30 @@ class TestSwappedMessages(CacheTestCase):
         self.assertIsNone(self.cache.host_record('a'))
         self.assertTrue(self.cache.update(facts))
         self.assertEqual((0.4, 0.4), self.cache.host_record('a').utilization)
+
+    def test_facts_are_validated_and_built_per_changed_gpu(self):
+        import json
+
+        def wire(message):       # decoded from JSON, as the RPC layer does
+            return json.loads(json.dumps(message))
+
+        pub = agent_payload.Publisher()
+        state = self._payload('a')
+        for message in pub.messages(state):
+            self.assertTrue(self.cache.update(wire(message)))
+        held = self.cache.host_record('a').facts
+        # one GPU's facts change (a vGPU was created)
+        state['gpus'][1]['vgpu_types'][0]['available'] = 7
+        facts, _metrics = pub.messages(state)
+        self.assertEqual('facts', facts['kind'])
+        self.assertTrue(self.cache.update(wire(facts)))
+        new = self.cache._facts['a']
+        self.assertIs(held.gpus[0], new.gpus[0])
+        self.assertIsNot(held.gpus[1], new.gpus[1])
+        self.assertEqual(7.0 / 8, new.gpus[1].capacity)
+        # a changed GPU is validated: refused, the held facts stay
+        state['gpus'][1]['memory_mib'] = 10 ** 400
+        bad, _metrics = pub.messages(state)
+        self.assertFalse(self.cache.update(wire(bad)))
+        self.assertIs(new, self.cache._facts['a'])
+        self.assertEqual(1, len(self.warnings('data.gpus[1].memory_mib')))
