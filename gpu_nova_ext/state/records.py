@@ -188,7 +188,9 @@ def host_facts(message: dict, gpus: list,
         groups=_groups(records))
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+# not frozen: built for every metrics message, and a frozen dataclass sets
+# each field through object.__setattr__; read-only by convention
+@dataclasses.dataclass(slots=True, kw_only=True, eq=False)
 class HostRecord:
     """The live state of one host: its facts and its latest metrics."""
 

@@ -344,6 +344,7 @@ def dynamic_ok(gpus: list, others: bool) -> bool:
     whose metrics may have other names); what it refuses,
     :func:`problem` words.  Unknown keys in a GPU entry are refused.
     """
+    ranges = METRIC_RANGES
     for gpu in gpus:
         if gpu.__class__ is not dict or (not others
                                          and not gpu.keys() <= _DYNAMIC):
@@ -352,9 +353,28 @@ def dynamic_ok(gpus: list, others: bool) -> bool:
         if assigned is not None and assigned is not True \
                 and assigned is not False:
             return False
-        if not _health_ok(gpu.get('health')) or not _metrics_ok(
-                gpu.get('metrics'), others):
+        if not _health_ok(gpu.get('health')):
             return False
+        values = gpu.get('metrics')
+        if values is None:
+            continue
+        if others:
+            if not _metrics_ok(values, True):
+                return False
+            continue
+        # a 1.1 metrics message: the few known metrics, inline
+        if values.__class__ is not dict:
+            return False
+        for name, value in values.items():
+            bounds = ranges.get(name)
+            if bounds is None:
+                return False
+            cls = value.__class__
+            if cls is float or cls is int:
+                if not bounds[0] <= value <= bounds[1]:     # NaN too
+                    return False
+            elif value is not None:
+                return False
     return True
 
 
