@@ -346,7 +346,8 @@ class TestProtocol11(testtools.TestCase):
                 'utilization_pct'] == 77.0, WAIT))
         # the second got metrics for facts it does not hold: it asked
         # cmp-a's agent alone (resend_gpu_state(host='cmp-a'))
-        self.assertTrue(support.wait_for(lambda: len(asked) == 2, WAIT))
+        self.assertTrue(support.wait_for(lambda: len(asked) >= 2, WAIT),
+                        asked)
         self.assertIsNone(second.get('cmp-a'))
         state['generated_at'] = time.time()
         self.assertTrue(agent.cast_state(state))
@@ -362,5 +363,6 @@ class TestProtocol11(testtools.TestCase):
         second._asked.clear()
         self.assertTrue(agent.cast_state(dict(state,
                                               generated_at=time.time())))
-        self.assertTrue(support.wait_for(lambda: len(asked) == 3, WAIT))
+        self.assertTrue(support.wait_for(lambda: len(asked) >= 3, WAIT),
+                        asked)
         self.assertNotIn('b', asked)
