@@ -202,7 +202,8 @@ class AgentService:
             try:
                 from gpu_nova_ext.state import rpc
                 self.state_client = rpc.AgentStateClient(
-                    self.conf, on_resend=self.request_resend)
+                    self.conf, on_resend=self.request_resend,
+                    publisher=payload_mod.Publisher())
             except ImportError as exc:
                 LOG.warning('State channel unavailable (%s): the '
                             'schedulers get no GPU state', exc)

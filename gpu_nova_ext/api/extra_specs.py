@@ -8,9 +8,12 @@ point ``gpu``.  With microversion 2.86 or later nova-api then rejects a
 parser (:mod:`gpu_nova_ext.scheduler.request`) would not accept, with a
 message naming the key, the value and what is allowed.
 
-Each validator carries Nova's ``value`` schema (``pattern`` or ``enum``,
-which Nova's API reference renders) and additionally runs the scheduler's
-own parser, so the API and the filters can never disagree.
+Each validator runs the scheduler's own parser, the one rule for a value
+(so the API and the filters can never disagree: ``NVIDIA`` or
+``degraded_ok `` is refused by both), and carries Nova's ``value`` schema
+(``pattern`` or ``enum``, which Nova's API reference renders).  Keys in a
+misspelt namespace (``GPU:model``, `` gpu:model``), which the scheduler
+would refuse too, are rejected with the right spelling.
 """
 import dataclasses
 import typing as ty
@@ -18,6 +21,7 @@ import typing as ty
 from nova.api.validation.extra_specs import base
 from nova import exception
 
+from gpu_nova_ext import naming
 from gpu_nova_ext.scheduler import request
 
 _MODEL = r'[A-Za-z0-9][A-Za-z0-9 _.\-]*'
@@ -32,6 +36,11 @@ class GpuExtraSpecValidator(base.ExtraSpecValidator):
     allowed: str = ''
 
     def validate(self, name, value):
+        right = request.misspelt(name)
+        if right is not None:
+            raise exception.ValidationError(detail=(
+                "Validation failed; extra spec '%s' is in a misspelt gpu: "
+                "namespace: write '%s'." % (name, right)))
         if self.parser is None:
             # the catch-all for unknown gpu: keys
             raise exception.ValidationError(detail=(
@@ -71,7 +80,7 @@ VALIDATORS = [
        'A100_80GB_PCIE'),
     _v('gpu:vendor',
        'GPU vendor the server must get.',
-       _enum(('nvidia', 'amd', 'intel')),
+       _enum(naming.VENDORS),
        request.parse_vendor, 'nvidia, amd or intel'),
     _v('gpu:mode',
        'How the GPU is offered: vgpu (a mediated device or vendor VFIO '
@@ -126,6 +135,20 @@ UNKNOWN = GpuExtraSpecValidator(
     parser=None)
 
 
+# Keys in a namespace that is gpu but for case or blanks; Nova tries
+# validators in order, so the right namespace never gets here.
+MISSPELT = GpuExtraSpecValidator(
+    name='{namespace}:{key}',
+    description='A gpu: key in a misspelt namespace (GPU:, Gpu:, " gpu:") '
+                'is rejected with the right spelling.',
+    value={'type': str},
+    parameters=[{'name': 'namespace', 'pattern': r'\s*[gG][pP][uU]\s*',
+                 'description': 'gpu, misspelt'},
+                {'name': 'key', 'pattern': r'.*',
+                 'description': 'any key'}],
+    parser=None)
+
+
 def register() -> list[base.ExtraSpecValidator]:
     """Nova's entry point: the validators of the ``gpu`` namespace."""
-    return VALIDATORS + [UNKNOWN]
+    return VALIDATORS + [UNKNOWN, MISSPELT]

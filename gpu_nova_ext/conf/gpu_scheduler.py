@@ -27,17 +27,30 @@ Related options:
 """),
     cfg.StrOpt(
         'missing_state_policy',
-        default='fail',
+        default='fail_constrained',
         choices=[
-            ('fail', 'A GPU request with a hard GPU constraint (model, '
-                     'memory, capability, health) does not land on a host '
-                     'whose GPU state is missing or stale.'),
-            ('pass', 'Such a host passes the GPU filters; the weighers '
+            ('fail_constrained',
+             'A host whose GPU state is missing or stale fails only GPU '
+             'requests whose flavor sets a gpu: constraint (gpu:model, '
+             'gpu:vendor, gpu:mode, gpu:vgpu_type, gpu:memory_min, '
+             'gpu:cuda_cc_min, gpu:driver_min, or gpu:health other than '
+             'any). Other GPU requests (a plain resources:VGPU=1 flavor) '
+             'pass it and the weighers treat it as average: Nova schedules '
+             'them as it would without gpu-nova-ext.'),
+            ('fail_all',
+             'Such a host fails every GPU request, also those without gpu: '
+             'constraints (their implicit gpu:health=healthy needs live '
+             'state): no GPU server lands where no agent reports health.'),
+            ('fail', 'Deprecated name of fail_all.'),
+            ('pass', 'Such a host passes every GPU filter; the weighers '
                      'treat it as average.'),
         ],
         help="""
-What GPU filters do with hosts whose GPU state is missing or older than
-``state_ttl``.  Each such host is logged once per ``state_ttl``.
+What the GPU filters do with a host whose GPU state (cast by its
+gpu-nova-agent) is missing or older than ``state_ttl``: for example while
+the agents are being rolled out, or when a host's agent died.  Each such
+host is logged once per ``state_ttl``; ``gpu-nova-ext audit --state-wait``
+lists them.  Requests without GPUs are never affected.
 """),
     cfg.StrOpt(
         'intra_host_policy',
@@ -87,11 +100,13 @@ Possible values:
         default=3.0,
         min=0.0,
         help="""
-Seconds the first request a nova-scheduler process filters may wait, right
-after the state listener starts, for the agents' answers to its
-``resend_gpu_state`` cast.  The wait ends as soon as answers stop arriving
-for a quarter of a second, so it costs little; without it the first GPU
-request after a start would find no GPU state.  0 does not wait.
+Most seconds the first request a nova-scheduler process filters may wait,
+right after the state listener starts, for the agents' answers to its
+``resend_gpu_state`` cast.  The wait ends a quarter of a second after the
+last answer, or a quarter of a second after the start when no agent
+answers (a cloud without agents waits no longer than that); without it the
+first GPU request after a start would find no GPU state.  0 does not
+wait.
 
 Related options:
 
@@ -102,9 +117,13 @@ Related options:
         'max_payload_bytes',
         default=1048576,
         min=1024,
+        deprecated_for_removal=True,
+        deprecated_since='0.2.0',
+        deprecated_reason='The state schema bounds every string, list and '
+                          'number of a message, so its size is bounded by '
+                          'max_gpus_per_host; this option is not read.',
         help="""
-Largest accepted GPU state payload in bytes (as JSON); a larger one is
-dropped with a log line.
+Not read any more (see the deprecation note).
 """),
     cfg.IntOpt(
         'max_gpus_per_host',

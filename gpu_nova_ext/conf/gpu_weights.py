@@ -11,7 +11,10 @@ build-failure and cross-cell weighers (1e6) still win.
 Every multiplier can be overridden per host aggregate with aggregate
 metadata of the same name.
 """
+import math
+
 from oslo_config import cfg
+from oslo_config import types
 
 from gpu_nova_ext.conf import utils
 
@@ -21,9 +24,27 @@ gpu_weights_group = cfg.OptGroup(
     help='Multipliers of the gpu_nova_ext weighers; each can be overridden '
          'per aggregate by aggregate metadata of the same name.')
 
+# Multipliers are finite and bounded: NaN or an infinity would turn every
+# host's weight into NaN (and the simulator's JSON into NaN/Infinity).
+MULTIPLIER_MAX = 1e6
+
+
+class FiniteFloat(types.Float):
+    """A float option value within [min, max]; NaN is refused too."""
+
+    def __call__(self, value):
+        value = super().__call__(value)
+        if not math.isfinite(value):
+            raise ValueError('Should be a finite number, got %s' % value)
+        return value
+
+
+MULTIPLIER = FiniteFloat(min=-MULTIPLIER_MAX, max=MULTIPLIER_MAX)
+
 gpu_weights_opts = [
-    cfg.FloatOpt(
+    cfg.Opt(
         'packing_weight_multiplier',
+        type=MULTIPLIER,
         default=-10.0,
         help="""
 Multiplier of GpuPackingWeigher, whose raw value is the host's free GPU
@@ -38,29 +59,33 @@ Possible values:
 The default (-10.0) outweighs Nova's RAM/CPU/disk spreading (about 4.0
 together) for GPU requests.
 """),
-    cfg.FloatOpt(
+    cfg.Opt(
         'utilization_weight_multiplier',
+        type=MULTIPLIER,
         default=2.0,
         help="""
 Multiplier of GpuUtilizationWeigher (1 - mean utilization of the host's
 candidate GPUs).  Positive prefers idle GPUs.
 """),
-    cfg.FloatOpt(
+    cfg.Opt(
         'thermal_weight_multiplier',
+        type=MULTIPLIER,
         default=1.0,
         help="""
 Multiplier of GpuThermalWeigher (thermal headroom: slowdown threshold
 minus temperature).  Positive prefers cool GPUs.
 """),
-    cfg.FloatOpt(
+    cfg.Opt(
         'power_weight_multiplier',
+        type=MULTIPLIER,
         default=0.0,
         help="""
 Multiplier of GpuPowerWeigher (power headroom: limit minus draw).
 Positive prefers GPUs far from their power cap.  Off by default.
 """),
-    cfg.FloatOpt(
+    cfg.Opt(
         'capability_weight_multiplier',
+        type=MULTIPLIER,
         default=0.0,
         help="""
 Multiplier of GpuCapabilityWeigher (relative capability of the host's GPU
@@ -76,8 +101,9 @@ Relative capability per normalized GPU model, overriding or extending the
 shipped table, for example ``H100_SXM5_80GB:10,A100_80GB_PCIE:6,L4:2``.
 A model matches the longest key it starts with at a ``_`` boundary.
 """),
-    cfg.FloatOpt(
+    cfg.Opt(
         'avoidance_weight_multiplier',
+        type=MULTIPLIER,
         default=4.0,
         help="""
 Multiplier of GpuHostAvoidanceWeigher: for a request without GPUs, how

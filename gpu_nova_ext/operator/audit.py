@@ -85,6 +85,9 @@ class AuditReport:
     reserved: list[GpuView]
     hosts_with_state: list[str]
     notes: list[str] = dataclasses.field(default_factory=list)
+    # GPU hosts in Placement none of whose GPUs has live state: the
+    # scheduler's missing_state_policy decides for them
+    hosts_without_state: list[str] = dataclasses.field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         def gpu(g):
@@ -100,6 +103,7 @@ class AuditReport:
             'unhealthy': [gpu(g) for g in self.unhealthy],
             'reserved': [gpu(g) for g in self.reserved],
             'hosts_with_state': self.hosts_with_state,
+            'hosts_without_state': self.hosts_without_state,
             'notes': self.notes,
         }
 
@@ -307,6 +311,8 @@ def build_report(providers: list[ProviderView],
         notes.append('no driver known for %s (no CUSTOM_GPU_DRIVER_* trait '
                      'and no live state).' % ', '.join(hosts_without))
     with_state = sorted(states)
+    live = {g.host for g in gpus if g.health is not None}
+    without_state = sorted({g.host for g in gpus} - live) if states else []
     if not states:
         notes.append('no live GPU state: health is unknown (use '
                      '--state-wait with the schedulers\' transport_url).')
@@ -316,7 +322,8 @@ def build_report(providers: list[ProviderView],
         driver_outliers=outliers,
         unhealthy=[g for g in gpus if g.health == 'unhealthy'],
         reserved=[g for g in gpus if g.reserved > 0],
-        hosts_with_state=with_state, notes=notes)
+        hosts_with_state=with_state, notes=notes,
+        hosts_without_state=without_state)
 
 
 def _branch_key(branch: str):
@@ -374,6 +381,11 @@ def render_table(report: AuditReport) -> str:
                  for g in gpus])
         else:
             lines.append('  none')
+    if report.hosts_without_state:
+        lines += ['', 'Hosts without live GPU state (check gpu-nova-agent '
+                      'there; [gpu_scheduler] missing_state_policy decides '
+                      'for them)']
+        lines += ['  %s' % host for host in report.hosts_without_state]
     for note in report.notes:
         lines.append('')
         lines.append('Note: %s' % note)

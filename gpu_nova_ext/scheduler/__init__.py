@@ -2,7 +2,8 @@
 
 See the design doc (doc/source/contributor): Scheduler plugins.
 
-``request`` parses a request's GPU needs once, ``base`` holds what every
-filter and weigher shares (per-request context, candidate pruning, missing
-state policy, multipliers), ``filters`` and ``weighers`` one module each.
+``request`` parses a request's GPU needs once, ``context`` holds what one
+request's plugins share (nothing is kept on Nova's objects), ``filtering``
+and ``weighing`` are the filter and weigher bases, ``filters`` and
+``weighers`` one plugin per module.
 """

@@ -76,18 +76,22 @@ def parse_models(value: str) -> tuple[str, ...]:
     return tuple(models)
 
 
+def _choice(value: str, choices: tuple[str, ...]) -> str:
+    """One of ``choices``, exactly.
+
+    As the API's enum: no case folding, no blanks.
+    """
+    if value not in choices:
+        raise ValueError('one of %s' % ', '.join(choices))
+    return value
+
+
 def parse_vendor(value: str) -> str:
-    vendor = value.strip().lower()
-    if vendor not in naming.VENDORS:
-        raise ValueError('one of %s' % ', '.join(naming.VENDORS))
-    return vendor
+    return _choice(value, naming.VENDORS)
 
 
 def parse_mode(value: str) -> str:
-    mode = value.strip().lower()
-    if mode not in MODES:
-        raise ValueError('one of %s' % ', '.join(MODES))
-    return mode
+    return _choice(value, MODES)
 
 
 def parse_vgpu_types(value: str) -> frozenset:
@@ -127,17 +131,11 @@ def parse_driver(value: str) -> tuple[int, ...]:
 
 
 def parse_health(value: str) -> str:
-    health = value.strip().lower()
-    if health not in HEALTH_POLICIES:
-        raise ValueError('one of %s' % ', '.join(HEALTH_POLICIES))
-    return health
+    return _choice(value, HEALTH_POLICIES)
 
 
 def parse_policy(value: str) -> str:
-    policy = value.strip().lower()
-    if policy not in POLICIES:
-        raise ValueError('one of %s' % ', '.join(POLICIES))
-    return policy
+    return _choice(value, POLICIES)
 
 
 # key -> (GpuRequest field, parser, filter that enforces it)
@@ -155,6 +153,24 @@ KEYS = {
 }
 # unknown gpu: keys are the model filter's to reject
 UNKNOWN_KEY_FILTER = 'GpuModelFilter'
+# keys whose value constrains the GPU (missing_state_policy
+# fail_constrained); gpu:health counts unless it is "any"
+CONSTRAINT_FIELDS = ('models', 'vendor', 'mode', 'vgpu_types',
+                     'memory_min_mib', 'cuda_cc_min', 'driver_min')
+
+
+def misspelt(key: str) -> str | None:
+    """The right spelling of a key in a misspelt ``gpu:`` namespace.
+
+    ``GPU:model``, ``Gpu:Model`` and `` gpu:model`` -> ``gpu:model``;
+    None for a key that is right or not ours.
+    """
+    if key.startswith(PREFIX) or ':' not in key:
+        return None
+    namespace, name = key.split(':', 1)
+    if namespace.strip().lower() != 'gpu':
+        return None
+    return PREFIX + name.strip().lower()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -180,6 +196,8 @@ class GpuRequest:
     health: str = 'healthy'
     intra_host_policy: str | None = None
     errors: tuple[SpecError, ...] = ()
+    # asks something of the GPU itself (see CONSTRAINT_FIELDS)
+    constrained: bool = False
 
     @property
     def is_gpu(self) -> bool:
@@ -244,6 +262,13 @@ def parse_extra_specs(extra_specs: Mapping[str, str],
                 errors.append(SpecError(key, value, 'expected %s' % exc,
                                         filter_name))
             continue
+        right = misspelt(key)
+        if right is not None:
+            kind = GPU
+            errors.append(SpecError(
+                key, value, 'misspelt gpu: namespace, write %s' % right,
+                UNKNOWN_KEY_FILTER))
+            continue
         if kind == GPU:
             continue
         m = _RESOURCES_RE.match(key)
@@ -261,7 +286,10 @@ def parse_extra_specs(extra_specs: Mapping[str, str],
             kind = max(kind, _classify_pci_spec(spec))
     if kind == NONE:
         return NON_GPU
-    return GpuRequest(kind=kind, errors=tuple(errors), **fields)
+    constrained = (any(f in fields for f in CONSTRAINT_FIELDS)
+                   or fields.get('health', 'any') != 'any')
+    return GpuRequest(kind=kind, errors=tuple(errors),
+                      constrained=constrained, **fields)
 
 
 # -- RequestSpec -> GpuRequest ------------------------------------------
@@ -328,7 +356,7 @@ def _other_resource_classes(spec_obj: Any) -> list[str]:
 
 
 def from_request_spec(spec_obj: Any) -> GpuRequest:
-    """Parse a nova RequestSpec (no memo; see ``scheduler.base``)."""
+    """Parse a nova RequestSpec (no memo; see ``scheduler.context``)."""
     flavor = spec_obj.flavor if spec_obj.obj_attr_is_set('flavor') else None
     extra_specs = (flavor.extra_specs or {}) if flavor is not None else {}
     return parse_extra_specs(extra_specs, _pci_specs(spec_obj, extra_specs),

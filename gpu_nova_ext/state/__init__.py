@@ -1,7 +1,9 @@
-"""The GPU state channel: payload schema, RPC API and the scheduler cache.
+"""The GPU state channel (design doc: State protocol).
 
-``payload`` validates what an agent casts, ``rpc`` carries it, ``cache``
-keeps the newest live payload per host inside each nova-scheduler process
-and precomputes what the GPU filters and weighers look up per request.
-Nothing here imports the agent, the inventory sources, pynvml or libvirt.
+``schema`` defines the wire format (agent and scheduler), ``rpc`` carries
+it over ``transport``, ``records`` is what the plugins read, ``cache``
+keeps the newest live state per host inside each nova-scheduler process
+and ``listener`` runs the cache's RPC server for the life of the
+scheduler.  Nothing here imports the agent, the inventory sources, pynvml
+or libvirt.
 """

@@ -1,40 +1,29 @@
 """The scheduler-side GPU state cache (design doc: State protocol).
 
-One :class:`GpuStateCache` per nova-scheduler process keeps the newest
-valid payload per host.  Ingestion (:meth:`GpuStateCache.update`, also the
-RPC endpoint's path) validates the payload and precomputes what the GPU
-filters and weighers need, so that their per-request work is dict lookups
-and attribute reads:
+One :class:`GpuStateCache` per nova-scheduler process keeps, per host, the
+facts it last received (:class:`~gpu_nova_ext.state.records.HostFacts`)
+and the record of its latest metrics
+(:class:`~gpu_nova_ext.state.records.HostRecord`).  :meth:`update` is the
+only way in: it validates each message against
+:mod:`gpu_nova_ext.state.schema` before anything is stored, and never
+raises.
 
-* :class:`GpuRecord` per GPU: normalized model, effective memory (a vGPU's
-  framebuffer), parsed driver and CUDA versions, health rank, free
-  capacity;
-* :class:`HostRecord` per payload: the host's GPUs, ``provider UUID ->
-  GpuRecord``, free/total GPU capacity, per GPU the utilization, thermal
-  and power headroom and their host-wide fallbacks, the GPU order of each
-  intra-host policy, and ``verdicts``, which filters fill per constraint;
-* ``host/nodename/root provider UUID -> HostRecord`` and a process-wide
-  ``provider UUID -> GpuRecord`` index (for tools; rebuilt when asked
-  after a change, so ingestion does not maintain it).
-
-A host's state is live for ``[gpu_scheduler] state_ttl`` seconds after it
-was *received* (the scheduler's clock: agents' clocks may be skewed); an
-older ``generated_at`` never replaces a newer one, and a payload generated
-more than ``state_ttl`` ahead of this scheduler's wall clock is rejected.
-
-Between two payloads of a host usually only the GPUs' metrics change.  The
-cache keeps a host's last two :class:`HostShape` (what a payload gives
-without its metrics: the GpuRecords and every lookup above that does not
-depend on metrics, filter verdicts included) under a type-exact key of
-that part (:func:`gpu_nova_ext.state.payload.static_part`): a payload with
-a known key needs only its top-level fields, metrics and size checked
-(:func:`~gpu_nova_ext.state.payload.quick_valid`) and its metrics read
-into a new HostRecord that shares the rest with the shape.
+* Identity: a message updates only the host it names.  Facts that claim a
+  root provider, a nodename or a GPU provider held by another host with
+  live state are rejected with a warning naming both hosts.
+* Ordering: protocol 1.1 messages carry the agent's sequence number (a
+  facts message starts the agent's sequence afresh: it comes first after
+  an agent start); a 1.0 payload is ordered by ``generated_at`` unless the
+  held one is from the future (a skewed agent clock), then by receive time.
+  A health change is never ignored for ordering.
+* Liveness: a host's state is live for ``[gpu_scheduler] state_ttl``
+  seconds of :attr:`clock` after it was received; nothing else here reads
+  a clock but :attr:`wall_clock`, only to spot a skewed 1.0 agent.
+* Metrics for facts the cache does not hold (another ``digest``) ask that
+  host for a resend (through :attr:`ask_resend`, at most once per host per
+  :data:`RESEND_INTERVAL`).
 """
 from collections.abc import Callable
-import dataclasses
-import itertools
-import os
 import threading
 import time
 from typing import Any
@@ -43,535 +32,39 @@ from oslo_config import cfg
 from oslo_log import log as logging
 
 from gpu_nova_ext import conf as gconf
-from gpu_nova_ext import exception
-from gpu_nova_ext import naming
-from gpu_nova_ext.state import payload as schema
+from gpu_nova_ext.state import listener as state_listener
+from gpu_nova_ext.state import records
+from gpu_nova_ext.state import schema
 
 LOG = logging.getLogger(__name__)
 
-HEALTH_RANK = {'healthy': 0, 'degraded': 1, 'unhealthy': 2}
-VGPU_MODES = frozenset([naming.MODE_VGPU, naming.MODE_VGPU_VFIO,
-                        naming.MODE_MIG_VGPU])
-# Used for thermal headroom when NVML did not report the slowdown
-# threshold (typical of current data-centre GPUs).
-DEFAULT_SLOWDOWN_C = 90.0
+# re-exported for the plugins
+HostRecord = records.HostRecord
+FAMILIES = records.FAMILIES
 
-# Filter families: the GPU facts a filter judges.  A host's GPUs grouped
-# by fact (most hosts have one group per family) let a filter judge a
-# host with one memoized lookup per distinct fact instead of per GPU.
-FAMILY_MODEL = 'model'
-FAMILY_MEMORY = 'memory'
-FAMILY_CAPABILITY = 'capability'
-FAMILY_HEALTH = 'health'
-FAMILIES = (FAMILY_MODEL, FAMILY_MEMORY, FAMILY_CAPABILITY, FAMILY_HEALTH)
-
+RESEND_INTERVAL = 10.0
+# bound of the per-host tables a hostile sender could grow with made-up
+# host names (cleared when full)
+_TABLE_LIMIT = 65536
 _DEFAULT_TTL = 120.0
-_DEFAULT_MAX_BYTES = 1048576
 _DEFAULT_MAX_GPUS = 64
 
 
-def _parse_version(value: str | None) -> tuple[int, ...] | None:
-    if not value:
-        return None
-    try:
-        return tuple(int(p) for p in value.split('.'))
-    except ValueError:
-        return None
-
-
-_MISSING = object()
-
-
-def _remembered(table: dict, limit: int, key, make):
-    """``table[key]``, made by ``make(key)`` the first time.
-
-    Bounded: the table is cleared when it holds ``limit`` entries.
-    """
-    found = table.get(key, _MISSING)
-    if found is _MISSING:
-        if len(table) >= limit:
-            table.clear()
-        found = table.setdefault(key, make(key))
-    return found
-
-
-# A fleet has few distinct models and versions: their parsed forms are
-# remembered (bounded: cleared when full).
-_MEMO_LIMIT = 4096
-_versions: dict = {}
-_models: dict = {}
-
-
-def _version(value: str | None) -> tuple[int, ...] | None:
-    return _remembered(_versions, _MEMO_LIMIT, value, _parse_version)
-
-
-def _model(value: str) -> str:
-    return _remembered(_models, _MEMO_LIMIT, value, naming.normalize_model)
-
-
-@dataclasses.dataclass(eq=False, slots=True)
-class GpuRecord:
-    """One GPU of a host, in the shape the plugins read.
-
-    What the GPU's payload entry gives without its metrics: built once per
-    host shape (:class:`HostShape`) and shared by every :class:`HostRecord`
-    of that shape.  The values a payload's metrics give are the
-    HostRecord's, per GPU ``index`` (``record.utilization[gpu.index]``).
-    """
-
-    host: str
-    index: int                       # position in the payload's gpus
-    # from here to unit_per_instance: _gpu_static(), in this order
-    pci_address: str
-    provider_uuids: tuple[str, ...]
-    vendor: str | None
-    model: str                       # normalized; '' when unknown
-    memory_mib: int | None           # physical memory
-    mode: str | None
-    offered_vgpu_type: str | None
-    vgpu_type_keys: frozenset        # ids and names of the offered type(s)
-    effective_memory_mib: int | None  # vGPU framebuffer or physical memory
-    driver: tuple[int, ...] | None
-    cuda_cc: tuple[int, ...] | None
-    health: str
-    health_rank: int
-    free_units: float                # GPU equivalents free (0..1)
-    unit_per_instance: float         # GPU equivalents one instance takes
-
-    def facts(self) -> dict[str, Any]:
-        """What each filter family reads, as hashable values."""
-        return {
-            FAMILY_MODEL: (self.vendor, self.model, self.mode,
-                           self.vgpu_type_keys),
-            FAMILY_MEMORY: self.effective_memory_mib,
-            FAMILY_CAPABILITY: (self.cuda_cc, self.driver),
-            FAMILY_HEALTH: self.health_rank,
-        }
-
-
-@dataclasses.dataclass(eq=False, slots=True)
-class HostRecord:
-    """The live state of one host: one payload.
-
-    What does not depend on the payload's metrics comes from its
-    :class:`HostShape` and is shared with the host's other payloads of
-    that shape (read-only).
-    """
-
-    host: str
-    nodename: str | None
-    root_provider_uuid: str | None
-    generated_at: float
-    received_at: float
-    # the payload itself where its shape has no key (see payload()); None
-    # once replaced
-    kept: dict[str, Any] | None
-    shape: 'HostShape'
-    gpus: tuple[GpuRecord, ...]
-    by_provider: dict[str, GpuRecord]
-    free_units: float                # over healthy and degraded GPUs
-    total_units: float               # GPUs that are not unhealthy
-    idle_gpus: int                   # usable GPUs with nothing on them
-    # usable whole-GPU passthrough GPUs whose use the payload does not
-    # tell (no "assigned"): counted free above; Placement's candidates tell
-    passthrough_unknown: tuple[GpuRecord, ...]
-    # from the metrics, per GpuRecord.index (None: not reported)
-    utilization: tuple[float | None, ...]       # 0..1
-    thermal_headroom: tuple[float | None, ...]  # degrees C below slowdown
-    power_headroom: tuple[float | None, ...]    # 0..1 of the power limit
-    # the same over usable GPUs: mean, max, max
-    mean_utilization: float | None
-    max_thermal_headroom: float | None
-    max_power_headroom: float | None
-    # family -> {fact: provider UUIDs of the GPUs with that fact}
-    groups: dict[str, dict[Any, tuple[str, ...]]]
-    # family -> frozenset of the facts of the host's GPUs (hosts alike
-    # share a verdict)
-    fact_sets: dict[str, frozenset]
-    # intra-host policy -> ({provider UUID: rank, 0 best}, provider UUIDs
-    # best GPU first) of the policies that follow from the shape (pack,
-    # spread); the root provider ranks last (ORDER_LAST) so that a
-    # candidate's rank is the min over its providers.  order() gives any
-    # policy.
-    orders: dict[str, tuple[dict[str, float], tuple[str, ...]]]
-    # FAMILIES order -> small int id of the interned fact set (or -1):
-    # filters look verdicts up by it without touching the set itself
-    fact_ids: tuple[int, ...]
-    # filters' verdicts on facts of this shape, per constraint: shared by
-    # the host's payloads of this shape
-    verdicts: dict
-    # what depends on this payload's metrics: filters' verdicts, the
-    # metric-dependent policies' orders (order())
-    memo: dict = dataclasses.field(default_factory=dict)
-    # set when a newer payload (or remove()) supersedes this record
-    replaced: bool = False
-    # with the shape's key, what payload() rebuilds the payload from: its
-    # fields but "gpus" (plain values) and its GPUs' metrics objects
-    top: dict[str, Any] | None = None
-    metrics: tuple | None = None
-
-    def payload(self) -> dict[str, Any] | None:
-        """The payload, None once replaced.
-
-        The cache does not keep decoded payloads (about a hundred
-        containers per host, which the garbage collector would walk on
-        every full pass): an equal one is rebuilt, a new copy on every
-        call, from the shape's key, ``top`` and ``metrics``; where the
-        shape has no key, the payload itself was kept.
-        """
-        # each read once: a newer payload may replace this record (and
-        # clear these) meanwhile
-        kept, top, metrics = self.kept, self.top, self.metrics
-        if self.replaced:
-            return None
-        if kept is not None:
-            return kept
-        if top is None or metrics is None:
-            return None
-        return schema.rebuild(self.shape.key, top, metrics)
-
-    def names(self) -> tuple[str, ...]:
-        return tuple(n for n in (self.root_provider_uuid, self.nodename,
-                                 self.host) if n)
-
-    def order(self, policy: str
-              ) -> tuple[dict[str, float], tuple[str, ...]]:
-        """(provider -> rank, providers best first) for a policy.
-
-        The policies that depend on metrics (coolest, least_loaded) are
-        sorted on first use and kept in ``memo`` (most requests use one
-        policy; concurrent first uses compute the same value).  KeyError
-        for an unknown policy.
-        """
-        found = self.orders.get(policy)
-        if found is None:
-            key = ('order', policy)
-            found = self.memo.get(key)
-            if found is None:
-                if policy not in INTRA_HOST_POLICIES:
-                    raise KeyError(policy)
-                found = self.memo[key] = _order(
-                    self.gpus, self.root_provider_uuid, policy,
-                    self.utilization, self.thermal_headroom)
-        return found
-
-
-def _capacity(gpu: dict[str, Any], mode: str | None
-              ) -> tuple[float, float, dict | None]:
-    """(free units, units per instance, offered vGPU type entry)."""
-    offered = gpu.get('offered_vgpu_type')
-    types = gpu.get('vgpu_types') or []
-    entry = None
-    if offered:
-        for t in types:
-            if t.get('id') == offered or t.get('name') == offered:
-                entry = t
-                break
-    elif len(types) == 1:
-        entry = types[0]
-    if mode in VGPU_MODES and entry is not None:
-        available = entry.get('available') or 0
-        most = entry.get('max')
-        if most:
-            return min(1.0, available / most), 1.0 / most, entry
-        return (1.0 if available else 0.0), 1.0, entry
-    if gpu.get('assigned'):
-        return 0.0, 1.0, entry
-    return 1.0, 1.0, entry
-
-
-def _gpu_static(gpu: dict[str, Any]) -> tuple:
-    """GpuRecord fields pci_address..unit_per_instance of a GPU object.
-
-    They depend on everything of the (validated) object but its metrics.
-    """
-    mode = gpu.get('mode')
-    free, per_instance, entry = _capacity(gpu, mode)
-    health = (gpu.get('health') or {}).get('state') or 'unhealthy'
-    offered = gpu.get('offered_vgpu_type')
-    if mode == naming.MODE_PASSTHROUGH:
-        keys = frozenset()       # a whole GPU offers no vGPU type
-    elif entry is not None:
-        keys = frozenset(k for k in (entry.get('id'), entry.get('name'),
-                                     offered) if k)
-    elif offered:
-        keys = frozenset([offered])
-    else:
-        keys = frozenset(k for t in gpu.get('vgpu_types') or []
-                         for k in (t.get('id'), t.get('name')) if k)
-    memory = gpu.get('memory_mib')
-    if mode in VGPU_MODES:
-        effective = entry.get('framebuffer_mib') if entry else None
-    else:
-        effective = memory
-    if health == 'unhealthy':
-        free = 0.0
-    return (gpu['pci_address'],
-            tuple(gpu.get('provider_uuids') or ()),
-            (gpu.get('vendor') or '').lower() or None,
-            _model(gpu.get('model') or ''),
-            memory,
-            mode,
-            offered,
-            keys,
-            effective,
-            _version(gpu.get('driver_version')),
-            _version(gpu.get('cuda_cc')),
-            health,
-            HEALTH_RANK.get(health, 2),
-            free,
-            per_instance)
-
-
-ORDER_LAST = float('inf')
-INTRA_HOST_POLICIES = ('pack', 'spread', 'coolest', 'least_loaded')
-
-
-def _order_key(policy: str, utilization: list, thermal: list
-               ) -> Callable[[GpuRecord], tuple]:
-    """Sort key of a host's GPUs for an intra-host policy (best first).
-
-    Healthy GPUs come before degraded ones, those before unhealthy ones.
-    ``utilization`` and ``thermal`` are the host record's, per GPU index.
-    """
-    if policy == 'spread':
-        return lambda g: (g.health_rank, -g.free_units, g.pci_address)
-    if policy == 'coolest':
-        def coolest(g):
-            headroom = thermal[g.index]
-            return (g.health_rank,
-                    -(headroom if headroom is not None else -ORDER_LAST),
-                    g.pci_address)
-        return coolest
-    if policy == 'least_loaded':
-        def least_loaded(g):
-            used = utilization[g.index]
-            return (g.health_rank, used if used is not None else ORDER_LAST,
-                    g.pci_address)
-        return least_loaded
-    # pack: the GPU with the least free capacity left
-    return lambda g: (g.health_rank, g.free_units, g.pci_address)
-
-
-# Intra-host policies whose order follows from the GPU objects without
-# their metrics (the rest also depend on the metrics).
-STATIC_POLICIES = ('pack', 'spread')
-
-
-def _order(gpus, root: str | None, policy: str, utilization: list,
-           thermal: list) -> tuple[dict[str, float], tuple[str, ...]]:
-    """For one policy: provider -> rank, and providers best first."""
-    ranks = {}
-    if root:
-        ranks[root] = ORDER_LAST
-    ordered = sorted(gpus, key=_order_key(policy, utilization, thermal))
-    for rank, gpu in enumerate(ordered):
-        for rp in gpu.provider_uuids:
-            ranks[rp] = rank
-    return ranks, tuple(rp for gpu in ordered for rp in gpu.provider_uuids)
-
-
-# Equal fact sets of different hosts interned to one object, so that a
-# filter's per-request verdict memo finds them by identity, not by deep
-# comparison.  Bounded: cleared when it grows past _INTERN_LIMIT.
-_INTERN_LIMIT = 65536
-_interned: dict = {}
-_fact_set_ids: dict = {}
-_next_fact_set_id = itertools.count()
-
-
-def _intern(value):
-    return _remembered(_interned, _INTERN_LIMIT, value, lambda v: v)
-
-
-def fact_set_id(fact_set: frozenset) -> int:
-    """A stable small int per distinct fact set (never reused)."""
-    return _remembered(_fact_set_ids, _INTERN_LIMIT, fact_set,
-                       lambda _s: next(_next_fact_set_id))
-
-
-def _mean(values: list[float]) -> float | None:
-    return sum(values) / len(values) if values else None
-
-
-class HostShape:
-    """What a validated payload gives without its GPUs' metrics.
-
-    Built from the host name, the root provider and the GPU objects (their
-    metrics are not read); :meth:`record` adds a payload's metrics.  The
-    cache keeps a host's last shapes under :func:`schema.static_part`'s
-    key, so that a payload whose GPUs changed only their metrics is checked
-    and ingested without redoing this: its record shares the shape's
-    GpuRecords, lookups and filter verdicts.  Read-only once built, but for
-    ``verdicts``, which filters fill.
-    """
-
-    __slots__ = ('host', 'gpus_size', 'root', 'gpus', 'by_provider',
-                 'usable_flags', 'passthrough', 'free_units', 'total_units',
-                 'idle_gpus', 'groups', 'fact_sets', 'fact_ids', 'orders',
-                 'verdicts', 'key')
-
-    def __init__(self, host: str, gpus: list, root: str | None,
-                 gpus_size: int = -1, key: bytes | None = None) -> None:
-        self.host = host
-        #: schema.static_part()'s key of the payloads of this shape (None:
-        #: the shape's records keep their payloads)
-        self.key = key
-        #: compact JSON size of the GPU objects without metrics (-1: unknown)
-        self.gpus_size = gpus_size
-        self.root = root
-        records = self.gpus = tuple(GpuRecord(host, i, *_gpu_static(g))
-                                    for i, g in enumerate(gpus))
-        self.by_provider = {rp: g for g in records for rp in g.provider_uuids}
-        self.usable_flags = tuple(g.health_rank < 2 for g in records)
-        usable = [g for g in records if g.health_rank < 2]
-        self.passthrough = tuple(
-            g for g in usable
-            if g.mode == naming.MODE_PASSTHROUGH
-            and gpus[g.index].get('assigned') is None and g.provider_uuids)
-        self.free_units = sum(g.free_units for g in usable)
-        self.total_units = float(len(usable))
-        self.idle_gpus = sum(1 for g in usable if g.free_units >= 1.0)
-        groups: dict[str, dict[Any, list[str]]] = {}
-        for gpu in records:
-            for family, fact in gpu.facts().items():
-                groups.setdefault(family, {}).setdefault(fact, []).extend(
-                    gpu.provider_uuids)
-        self.groups = {family: {fact: tuple(rps)
-                                for fact, rps in facts.items()}
-                       for family, facts in groups.items()}
-        self.fact_sets = {family: _intern(frozenset(facts))
-                          for family, facts in groups.items()}
-        self.fact_ids = tuple(fact_set_id(self.fact_sets[f])
-                              if f in self.fact_sets else -1
-                              for f in FAMILIES)
-        self.orders = {policy: _order(records, root, policy, (), ())
-                       for policy in STATIC_POLICIES}
-        self.verdicts = {}
-
-    def record(self, payload: dict[str, Any], received_at: float,
-               metrics: list | None = None) -> HostRecord:
-        """The HostRecord of a validated payload of this shape.
-
-        :param metrics: the payload's metrics per GPU as
-            :func:`schema.static_part` gives them (with a shape that has a
-            key, the record keeps them and the payload's top-level fields,
-            not the payload); None reads them from the payload.
-        """
-        if metrics is None or self.key is None:
-            kept = payload
-            top = None
-            if metrics is None:
-                metrics = [g.get('metrics') for g in payload['gpus']]
-        else:
-            kept = None
-            top = {k: v for k, v in payload.items() if k != 'gpus'}
-        absent = schema.ABSENT
-        utils = []
-        temps = []
-        powers = []
-        # over usable GPUs, for the host-wide fallbacks
-        util_sum = 0.0
-        util_count = 0
-        thermal = None
-        power = None
-        for values, usable in zip(metrics, self.usable_flags):
-            if not values or values is absent:
-                utils.append(None)
-                temps.append(None)
-                powers.append(None)
-                continue
-            get = values.get
-            util = get('utilization_pct')
-            temp = get('temperature_c')
-            watts = get('power_w')
-            limit = get('power_limit_w')
-            if util is not None:
-                util = util / 100.0
-            if temp is not None:
-                temp = (get('slowdown_temperature_c')
-                        or DEFAULT_SLOWDOWN_C) - temp
-            if watts is None or not limit:
-                watts = None
-            else:
-                watts = (limit - watts) / limit
-                if watts < 0.0:
-                    watts = 0.0
-            utils.append(util)
-            temps.append(temp)
-            powers.append(watts)
-            if usable:
-                if util is not None:
-                    util_sum += util
-                    util_count += 1
-                if temp is not None and (thermal is None or temp > thermal):
-                    thermal = temp
-                if watts is not None and (power is None or watts > power):
-                    power = watts
-        gpus = self.gpus
-        root = self.root
-        # positional: HostRecord's field order
-        return HostRecord(
-            self.host,
-            payload.get('nodename'),
-            root,
-            float(payload['generated_at']),
-            received_at,
-            kept,
-            self,
-            gpus,
-            self.by_provider,
-            self.free_units,
-            self.total_units,
-            self.idle_gpus,
-            self.passthrough,
-            # tuples: of plain values, the garbage collector stops
-            # tracking them at its first pass (it keeps walking lists)
-            tuple(utils),
-            tuple(temps),
-            tuple(powers),
-            util_sum / util_count if util_count else None,
-            thermal,
-            power,
-            self.groups,
-            self.fact_sets,
-            self.orders,
-            self.fact_ids,
-            self.verdicts,
-            {},
-            False,
-            top,
-            None if kept is not None else tuple(metrics),
-        )
-
-
-def build_host_record(payload: dict[str, Any],
-                      received_at: float) -> HostRecord:
-    """Precompute a host's lookups from a validated payload."""
-    return HostShape(payload['host'], payload['gpus'],
-                     payload.get('root_provider_uuid')).record(payload,
-                                                               received_at)
-
-
-class _HostSlot:
-    """A host's newest HostRecord (None once removed)."""
-
-    __slots__ = ('record',)
-
-    def __init__(self) -> None:
-        self.record: HostRecord | None = None
+def _conflict(owner: str, what: str) -> str:
+    return ('it claims %s, which host %s holds with live state; check '
+            '[DEFAULT] host and the Placement providers of both agents'
+            % (what, owner))
 
 
 class GpuStateCache:
-    """Newest valid GPU state per host, with precomputed lookups.
+    """Newest valid GPU state per host.
 
-    :param conf: a ConfigOpts with ``gpu_nova_ext.conf.register_nova_opts``
-        applied (``[gpu_scheduler]`` is read from it); None uses the
-        option defaults until :meth:`configure` or :meth:`start` is called.
-    :param clock: seconds, monotonic; tests inject their own.
-    :param wall_clock: seconds since the epoch, what ``generated_at`` is
-        compared with; tests inject their own.
+    :param conf: a ConfigOpts with ``[gpu_scheduler]`` (None: option
+        defaults until :meth:`configure` or :meth:`start`).
+    :param clock: seconds, monotonic: receive times and TTL (the
+        simulator injects a simulated clock).
+    :param wall_clock: seconds since the epoch, compared with a 1.0
+        payload's ``generated_at`` only.
     """
 
     def __init__(self, conf: cfg.ConfigOpts | None = None,
@@ -579,36 +72,28 @@ class GpuStateCache:
                  wall_clock: Callable[[], float] = time.time) -> None:
         self.clock = clock
         self.wall_clock = wall_clock
+        self.ttl = _DEFAULT_TTL
+        self.startup_wait = 0.0
+        self._max_gpus = _DEFAULT_MAX_GPUS
         self._conf = None
         self._lock = threading.Lock()
-        self._hosts: dict[str, HostRecord] = {}
-        # host -> its _HostSlot (kept after remove(): HostStates hold it)
-        self._slots: dict[str, _HostSlot] = {}
-        # host, nodename and root provider UUID -> record
-        self._index: dict[str, _HostSlot] = {}
-        # provider UUID -> GpuRecord of the hosts' records, rebuilt on use
-        # after a change of shape (only tools and tests ask; ingestion
-        # does not pay for it)
-        self._providers: dict[str, GpuRecord] = {}
-        self._providers_stale = False
-        # host -> ((static_part key, HostShape), ...), newest first
-        self._shapes: dict[str, tuple] = {}
-        self._server = None
-        self._server_pid = None
-        self._start_failed_pid = None
-        self._host_attr = '_gpu_nova_ext_state_%x' % id(self)
-        # counts ingested payloads; notified on each (wait_for_state)
-        self._ingested = 0
-        self._arrived = threading.Condition()
-        self._waiting = 0          # threads in wait_for_state()
-        self.startup_wait = 0.0
-        self.ttl = _DEFAULT_TTL
-        self._max_bytes = _DEFAULT_MAX_BYTES
-        self._max_gpus = _DEFAULT_MAX_GPUS
+        self._facts: dict[str, records.HostFacts] = {}
+        self._seen: dict[str, float] = {}        # host -> last accepted
+        self._seq: dict[str, int] = {}           # host -> last 1.1 seq
+        self._records: dict[str, records.HostRecord] = {}
+        self._index: dict[str, str] = {}         # name -> host
+        self._providers: dict[str, str] = {}     # GPU provider -> host
+        self._logged: dict[tuple, float] = {}    # (host, what) -> when
+        self._asked: dict[str, float] = {}       # host -> resend asked
+        # host -> the latest metrics message for facts not held (yet)
+        self._pending: dict[str, dict] = {}
+        self.listener = state_listener.StateListener(self)
+        #: called with a host name to ask its agent for its facts
+        self.ask_resend: Callable[[str], None] = self.listener.ask_resend
         if conf is not None:
             self.configure(conf)
 
-    # -- configuration and the RPC listener ---------------------------
+    # -- configuration and the listener (state.listener) --------------
 
     def configure(self, conf: cfg.ConfigOpts) -> None:
         """Read ``[gpu_scheduler]`` options from ``conf``."""
@@ -617,325 +102,313 @@ class GpuStateCache:
         group = conf.gpu_scheduler
         self.ttl = group.state_ttl
         self.startup_wait = group.startup_state_wait
-        self._max_bytes = group.max_payload_bytes
         self._max_gpus = group.max_gpus_per_host
 
     def start(self, conf: cfg.ConfigOpts) -> None:
-        """Run the state RPC server of this process; idempotent.
-
-        After a fork, the child (another ``os.getpid()``) starts its own
-        server.  Raises what the RPC layer raises.
-        """
-        with self._lock:
-            pid = os.getpid()
-            if self._server is not None and self._server_pid == pid:
-                return
-            self.configure(conf)
-            from gpu_nova_ext.state import rpc
-            server = rpc.SchedulerStateServer(conf, self)
-            server.start()
-            self._server, self._server_pid = server, pid
+        """Listen for agents' state in this process; idempotent."""
+        self.configure(conf)
+        self.listener.start(conf)
 
     def stop(self) -> None:
-        """Stop this process's RPC server; idempotent."""
-        with self._lock:
-            server, self._server = self._server, None
-            pid, self._server_pid = self._server_pid, None
-        if server is not None and pid == os.getpid():
-            server.stop()
+        """Stop this process's listener; idempotent."""
+        self.listener.stop()
 
     @property
     def started(self) -> bool:
-        return self._server is not None and self._server_pid == os.getpid()
+        return self.listener.running
 
     def ensure_started(self, conf: cfg.ConfigOpts) -> bool:
-        """What filters and weighers call on each request; never raises.
+        """Apply ``conf``; start the listener if configured; never raises.
 
-        Applies ``conf`` and, when ``[gpu_scheduler] state_listener`` is
-        True, starts the listener once per process.  Returns True when
-        this call started it (the caller may then :meth:`wait_for_state`
-        for the agents' answers to the listener's resend request, as the
-        plugins do for ``[gpu_scheduler] startup_state_wait``).  A failure
-        is logged once (per process) and not retried: the plugins then
-        see no live state and ``missing_state_policy`` decides.
+        True when this call started it.
         """
-        pid = os.getpid()
-        if self._server is not None and self._server_pid == pid:
-            return False
-        try:
-            if self._conf is not conf:
-                self.configure(conf)
-            if not conf.gpu_scheduler.state_listener:
-                return False
-            if self._start_failed_pid == pid:
-                return False
-            self.start(conf)
-            return True
-        except Exception as exc:
-            if self._start_failed_pid != pid:
-                self._start_failed_pid = pid
-                LOG.error('GPU state listener could not start (%s); GPU '
-                          'filters and weighers run without live GPU state '
-                          'until nova-scheduler restarts. Check '
-                          'transport_url and [gpu_scheduler].', exc)
-            return False
+        if self._conf is not conf:
+            self.configure(conf)
+        return self.listener.ensure_started(conf)
 
     def wait_for_state(self, timeout: float, quiet: float = 0.25) -> int:
-        """Block while payloads keep arriving; return how many arrived.
+        """Wait while answers arrive (see StateListener.wait)."""
+        return self.listener.wait(timeout, quiet)
 
-        Returns ``quiet`` seconds after the last payload that arrived
-        during the call (at least one must arrive), or after ``timeout``
-        seconds.  Real time, not the injectable clock.
+    # -- ingestion -----------------------------------------------------
+
+    def update(self, message: Any) -> bool:
+        """Validate and ingest one message; False when not stored.
+
+        Never raises: a bad message is logged (once per host per
+        ``state_ttl``, with the reason) and changes nothing.
         """
-        with self._arrived:
-            self._waiting += 1
-        start = self._ingested
-        deadline = time.monotonic() + timeout
         try:
-            self._wait_quiet(start, deadline, quiet)
-        finally:
-            with self._arrived:
-                self._waiting -= 1
-        return self._ingested - start
+            reason = self._update(message, self.clock())
+        except Exception as exc:    # a bug must not stop ingestion
+            reason = 'cannot be ingested: %r' % (exc,)
+        if reason is True:
+            self.listener.arrived()
+            return True
+        if reason:
+            self._warn_once(schema.host_of(message), 'rejected',
+                            'Rejected GPU state message from %(host)s: '
+                            '%(reason)s', reason=reason)
+        return False
 
-    def _wait_quiet(self, start: int, deadline: float, quiet: float) -> None:
-        with self._arrived:
-            while True:
-                now = time.monotonic()
-                if now >= deadline:
-                    break
-                seen = self._ingested
-                if seen == start:
-                    self._arrived.wait(deadline - now)
-                    continue
-                self._arrived.wait(min(quiet, deadline - now))
-                if self._ingested == seen:
-                    break
+    def _update(self, message: Any, now: float) -> bool | str | None:
+        """True: stored; a string: why rejected; None: ignored quietly."""
+        key = schema.kind_of(message)
+        if key is None:
+            return schema.problem(message, self._max_gpus)
+        kind = key[1]
+        host = message.get('host')
+        if kind == schema.METRICS:
+            reason = schema.metrics_problem(message, self._max_gpus)
+            if reason:
+                return reason
+            facts = self._facts.get(host)
+            if facts is None or facts.digest != message['digest']:
+                # the facts may be on their way (the RPC server's workers
+                # can swap two messages): kept until they come, and the
+                # host is asked for them
+                if len(self._pending) >= _TABLE_LIMIT:
+                    self._pending.clear()
+                self._pending[host] = message
+                self._resend(host, now)
+                return None
+            return self._metrics(facts, message, now)
+        if kind == schema.FACTS:
+            held = self._facts.get(host)
+            known = [g.source for g in held.gpus] if held else ()
+            reason = schema.problem(message, self._max_gpus, known)
+            if reason:
+                return reason
+            facts = records.host_facts(message, message['gpus'], held)
+            with self._lock:
+                reason = self._bind(facts, now)
+                if reason:
+                    return reason
+                # a facts message starts the agent's sequence
+                self._seq[host] = message['seq']
+                self._seen[host] = now
+                pending = self._pending.pop(host, None)
+            if (pending is not None and pending['digest'] == facts.digest
+                    and pending['seq'] > message['seq']):
+                self._metrics(facts, pending, now)
+            return True
+        facts = self._same_facts(message)
+        if facts is None:
+            reason = schema.problem(message, self._max_gpus)
+            if reason:
+                return reason
+            facts = records.host_facts(
+                message, [schema.facts_of(g) for g in message['gpus']])
+            with self._lock:
+                reason = self._bind(facts, now)
+            if reason:
+                return reason
+        elif not schema.dynamic_ok(message['gpus'], others=True):
+            return schema.problem(message, self._max_gpus) or 'invalid'
+        dynamic = [{k: g[k] for k in schema.DYNAMIC_KEYS if k in g}
+                   for g in message['gpus']]
+        return self._store(facts, dynamic, message, now, None)
 
-    # -- ingestion -------------------------------------------------------
+    def _metrics(self, facts: records.HostFacts, message: dict,
+                 now: float) -> bool | str | None:
+        if len(message['gpus']) != len(facts.gpus):
+            return ('%d GPUs in metrics for facts of %d GPUs'
+                    % (len(message['gpus']), len(facts.gpus)))
+        return self._store(facts, message['gpus'], message, now,
+                           message['seq'])
 
-    def update(self, payload: Any) -> bool:
-        """Validate and ingest one payload; False when it is rejected.
+    def _same_facts(self, payload: dict) -> records.HostFacts | None:
+        """The held facts of a 1.0 payload whose facts did not change.
 
-        A malformed payload is dropped with one warning and leaves every
-        other host's state as it was, and so is a payload generated more
-        than ``state_ttl`` ahead of this scheduler's wall clock (its
-        ``generated_at`` would keep every later payload of the host out);
-        a payload whose ``generated_at`` is older than the one held is
-        ignored (logged at debug).
-
-        The payload is handed over: the cache keeps its GPUs' metrics
-        objects (do not change them afterwards; :meth:`get` rebuilds the
-        rest from the host's shape) and takes them out of the GPU objects
-        for a moment while reading it (put back in place).
+        Its facts are then not validated again, nor read: the record
+        refers to the held ones (a value equal to a held one, ``0`` and
+        ``False`` say, changes nothing).  Its health and metrics are.
         """
-        shape = None
-        metrics = None
-        part = schema.static_part(payload)
-        if part is not None:
-            key, metrics = part
-            host = payload.get('host')
-            if host.__class__ is str:
-                for known_key, known in self._shapes.get(host, ()):
-                    if known_key == key:
-                        shape = known
-                        break
-        if shape is None or not schema.quick_valid(
-                payload, metrics, shape.gpus_size, self._max_bytes,
-                self._max_gpus):
-            try:
-                gpus_size = schema.check(payload, self._max_bytes,
-                                         self._max_gpus)
-            except exception.InvalidStatePayload as exc:
-                LOG.warning('%s', exc)
-                return False
-        host = payload['host']
-        try:
-            generated_at = float(payload['generated_at'])
-            if shape is None:
-                shape = HostShape(host, payload['gpus'],
-                                  payload.get('root_provider_uuid'),
-                                  gpus_size,
-                                  key if part is not None else None)
-                if part is not None:
-                    # the host's last two shapes: a GPU whose health or
-                    # free vGPUs flip between two states keeps a match
-                    shapes = self._shapes.get(host, ())
-                    self._shapes[host] = ((key, shape),) + shapes[:1]
-        except (KeyError, TypeError, ValueError, OverflowError) as exc:
-            LOG.warning('Rejected GPU state payload from %(host)s: %(err)s',
-                        {'host': host, 'err': exc})
-            return False
-        wall = self.wall_clock()
-        if generated_at > wall + self.ttl:
-            LOG.warning('Rejected GPU state payload from %(host)s: '
-                        'generated_at %(at).3f is %(ahead).0f s ahead of '
-                        'this scheduler\'s clock, more than [gpu_scheduler] '
-                        'state_ttl (%(ttl)s s). Synchronize the clocks of '
-                        'that host and this scheduler (NTP).',
-                        {'host': host, 'at': generated_at,
-                         'ahead': generated_at - wall, 'ttl': self.ttl})
-            return False
-        try:
-            record = shape.record(payload, self.clock(), metrics)
-        except (KeyError, TypeError, ValueError) as exc:
-            LOG.warning('Rejected GPU state payload from %(host)s: %(err)s',
-                        {'host': host, 'err': exc})
-            return False
+        facts = self._facts.get(payload.get('host'))
+        gpus = payload.get('gpus')
+        if (facts is None or facts.digest is not None
+                or gpus.__class__ is not list
+                or len(gpus) != len(facts.gpus) or len(payload) != 7
+                or payload.get('nodename') != facts.nodename
+                or payload.get('root_provider_uuid')
+                != facts.root_provider_uuid
+                or payload.get('agent_mode') != facts.agent_mode):
+            return None
+        at = payload.get('generated_at')
+        if not ((at.__class__ is float or at.__class__ is int)
+                and 0 <= at <= schema.MAX_TIME):
+            return None
+        for gpu, held in zip(gpus, facts.gpus):
+            # equal values: the held (valid) facts stand for these
+            if gpu.__class__ is not dict or schema.facts_of(gpu) \
+                    != held.source:
+                return None
+        return facts
+
+    def _live(self, host: str, now: float) -> bool:
+        seen = self._seen.get(host)
+        return seen is not None and seen >= now - self.ttl
+
+    def _bind(self, facts: records.HostFacts, now: float) -> str | None:
+        """Hold ``facts`` as its host's, unless another host owns a name.
+
+        Called with the lock held.  Returns why not.
+        """
+        host = facts.host
+        for name in facts.names():
+            owner = self._index.get(name)
+            if owner is not None and owner != host and self._live(owner,
+                                                                  now):
+                return _conflict(owner, 'name %s' % name)
+        for rp in facts.by_provider:
+            owner = self._providers.get(rp)
+            if owner is not None and owner != host and self._live(owner,
+                                                                  now):
+                return _conflict(owner, 'GPU provider %s' % rp)
+        self._forget_names(host)
+        for name in facts.names():
+            self._index[name] = host
+        for rp in facts.by_provider:
+            self._providers[rp] = host
+        self._facts[host] = facts
+        return None
+
+    def _forget_names(self, host: str) -> None:
+        old = self._facts.get(host)
+        if old is None:
+            return
+        for name in old.names():
+            if self._index.get(name) == host:
+                del self._index[name]
+        for rp in old.by_provider:
+            if self._providers.get(rp) == host:
+                del self._providers[rp]
+
+    def _store(self, facts: records.HostFacts, dynamic: list, message: dict,
+               now: float, seq: int | None) -> bool | None:
+        record = records.host_record(
+            facts, dynamic, generated_at=message['generated_at'],
+            received_at=now, seq=seq)
+        host = facts.host
         with self._lock:
-            old = self._hosts.get(host)
-            if old is not None and record.generated_at < old.generated_at:
-                LOG.debug('Ignored GPU state of %(host)s generated at '
-                          '%(new)s: holding newer state from %(old)s',
-                          {'host': host, 'new': record.generated_at,
-                           'old': old.generated_at})
-                return False
-            slot = self._slots.get(host)
-            if slot is None:
-                slot = self._slots[host] = _HostSlot()
-            index = self._index
-            if old is not None:
-                old.replaced = True
-                # a request may still hold the old record (plugins never
-                # read its payload): let the payload go here
-                old.kept = old.top = old.metrics = None
-                renamed = (old.root_provider_uuid != record.root_provider_uuid
-                           or old.nodename != record.nodename)
-                if renamed:
-                    for name in old.names():
-                        if index.get(name) is slot:
-                            del index[name]
-                if old.shape is not shape:
-                    # another shape: other GpuRecords, maybe other providers
-                    self._providers_stale = True
-            else:
-                renamed = True
-                self._providers_stale = True
-            self._hosts[host] = record
-            # HostStates that looked the host up hold its slot: they see
-            # the new record at once, and the old one is released here
-            slot.record = record
-            if renamed:
-                for name in record.names():
-                    index[name] = slot
-            self._ingested += 1
-        if self._waiting:
-            with self._arrived:
-                self._arrived.notify_all()
+            if self._facts.get(host) is not facts:
+                return None      # other facts arrived meanwhile
+            old = self._records.get(host)
+            if old is not None and not self._newer(record, old):
+                if record.health_rank == old.health_rank:
+                    LOG.debug('Ignored GPU state of %s: older than the '
+                              'held state', host)
+                    return None
+                # a health change is never dropped for ordering
+            if seq is not None and seq > self._seq.get(host, -1):
+                self._seq[host] = seq
+            self._records[host] = record
+            self._seen[host] = now
         return True
+
+    def _newer(self, record: records.HostRecord,
+               old: records.HostRecord) -> bool:
+        host = record.host
+        if record.seq is not None:
+            return record.seq > self._seq.get(host, -1)
+        if old.seq is not None or record.generated_at >= old.generated_at:
+            return True
+        ahead = old.generated_at - self.wall_clock()
+        if ahead > 0:
+            # the held one is from the future: the agent's clock was (or
+            # is) ahead; receive order decides
+            self._warn_once(host, 'skew', 'GPU state of %(host)s was '
+                            'generated %(ahead).0f s ahead of this '
+                            'scheduler\'s clock: ordering its messages by '
+                            'receive time. Synchronize the clocks (NTP).',
+                            ahead=ahead)
+            return True
+        return False
+
+    def _resend(self, host: str, now: float) -> None:
+        asked = self._asked.get(host)
+        if asked is not None and 0 <= now - asked < RESEND_INTERVAL:
+            return
+        if len(self._asked) >= _TABLE_LIMIT:
+            self._asked.clear()
+        self._asked[host] = now
+        LOG.info('GPU metrics from %s for facts this scheduler does not '
+                 'hold: asking that host to resend them', host)
+        try:
+            self.ask_resend(host)
+        except Exception as exc:
+            LOG.warning('Could not ask %(host)s for its GPU facts: %(err)s',
+                        {'host': host, 'err': exc})
+
+    def _warn_once(self, host: str, what: str, msg: str, **kw) -> None:
+        """A warning at most once per host and kind per ``state_ttl``."""
+        now = self.clock()
+        last = self._logged.get((host, what))
+        if last is not None and 0 <= now - last < self.ttl:
+            LOG.debug(msg, dict(kw, host=host))
+            return
+        if len(self._logged) >= _TABLE_LIMIT:
+            self._logged.clear()
+        self._logged[(host, what)] = now
+        LOG.warning(msg, dict(kw, host=host))
 
     def remove(self, host: str) -> None:
         """Forget a host's state (tools, tests)."""
         with self._lock:
-            self._shapes.pop(host, None)
-            old = self._hosts.pop(host, None)
-            if old is None:
-                return
-            old.replaced = True
-            old.kept = old.top = old.metrics = None
-            slot = self._slots[host]
-            slot.record = None
-            for name in old.names():
-                if self._index.get(name) is slot:
-                    del self._index[name]
-            self._providers_stale = True
+            self._forget_names(host)
+            for table in (self._facts, self._seen, self._seq, self._records,
+                          self._pending):
+                table.pop(host, None)
 
-    # -- lookups -----------------------------------------------------------
+    # -- lookups -------------------------------------------------------
 
-    def _oldest_live(self, now: float | None) -> float:
+    def oldest_live(self, now: float | None = None) -> float:
+        """Receive time before which state counts as missing."""
         return (self.clock() if now is None else now) - self.ttl
 
-    def get(self, host: str) -> dict[str, Any] | None:
-        """The live payload of ``host`` (or of a nodename / root RP UUID)."""
-        for _attempt in range(3):
-            record = self.host_record(host)
-            if record is None:
-                return None
-            payload = record.payload()
-            if payload is not None or not record.replaced:
-                return payload
-            # replaced since it was looked up: the newer one
-        return None
-
-    def hosts(self) -> list[str]:
-        """Hosts with live state, sorted."""
-        oldest = self._oldest_live(None)
-        return sorted(h for h, r in list(self._hosts.items())
-                      if r.received_at >= oldest)
-
     def host_record(self, name: str,
-                    now: float | None = None) -> HostRecord | None:
+                    now: float | None = None) -> records.HostRecord | None:
         """Live record by host, nodename or root provider UUID."""
-        slot = self._index.get(name)
-        record = slot.record if slot is not None else None
-        if record is None or record.received_at < self._oldest_live(now):
+        host = self._index.get(name)
+        record = self._records.get(host) if host is not None else None
+        if record is None or record.received_at < self.oldest_live(now):
             return None
         return record
 
-    def lookup(self, host_state: Any, oldest: float) -> HostRecord | None:
-        """Live record of a nova HostState.
+    def lookup(self, host_state: Any,
+               oldest: float) -> records.HostRecord | None:
+        """Live record of a Nova HostState.
 
         Looked up by compute node UUID (the root provider), then nodename,
         then host.
 
-        :param oldest: ``now - state_ttl`` as :meth:`oldest_live` gives it
-            (computed once per request, not per host).
+        :param oldest: :meth:`oldest_live`, computed once per request.
         """
-        # The host's slot is remembered on the HostState (nova-scheduler
-        # keeps those between requests) under a name unique to this
-        # cache, so a lookup is one dict read and one attribute read, also
-        # after new payloads (the slot holds the host's newest record).
-        attr = self._host_attr
-        slot = host_state.__dict__.get(attr)
-        if slot is None:
-            index = self._index
-            slot = (index.get(host_state.uuid)
-                    or index.get(host_state.nodename)
-                    or index.get(host_state.host))
-            if slot is None:
-                return None
-            setattr(host_state, attr, slot)
-        record = slot.record
+        index = self._index
+        host = (index.get(host_state.uuid) or index.get(host_state.nodename)
+                or index.get(host_state.host))
+        if host is None:
+            return None
+        record = self._records.get(host)
         if record is None or record.received_at < oldest:
             return None
         return record
 
-    def oldest_live(self, now: float | None = None) -> float:
-        """Receive time before which state counts as missing."""
-        return self._oldest_live(now)
-
-    def gpu_for_provider(self, provider_uuid: str,
-                         now: float | None = None) -> GpuRecord | None:
-        """The live GPU a Placement provider is backed by, or None."""
-        gpu = self._provider_index().get(provider_uuid)
-        if gpu is None:
-            return None
-        record = self._hosts.get(gpu.host)
-        if record is None or record.received_at < self._oldest_live(now):
-            return None
-        return gpu
-
-    def is_gpu_provider(self, provider_uuid: str) -> bool:
-        """True when any payload (live or not) named this provider."""
-        return provider_uuid in self._provider_index()
-
-    def _provider_index(self) -> dict[str, GpuRecord]:
-        if self._providers_stale:
-            with self._lock:
-                if self._providers_stale:
-                    providers = {}
-                    for record in self._hosts.values():
-                        providers.update(record.by_provider)
-                    self._providers = providers
-                    self._providers_stale = False
-        return self._providers
-
-    def free_capacity(self, host: str) -> tuple[float, float] | None:
-        """(free, total) GPU equivalents of a host with live state."""
+    def get(self, host: str) -> dict[str, Any] | None:
+        """Live state of a host (or nodename, root provider) as 1.0."""
         record = self.host_record(host)
-        if record is None:
-            return None
-        return record.free_units, record.total_units
+        return record.payload() if record is not None else None
+
+    def hosts(self) -> list[str]:
+        """Hosts with live state, sorted."""
+        oldest = self.oldest_live()
+        return sorted(h for h, r in list(self._records.items())
+                      if r.received_at >= oldest)
+
+    def known_hosts(self) -> dict[str, float]:
+        """Every host ever heard of -> seconds since it was last heard."""
+        now = self.clock()
+        return {h: now - seen for h, seen in list(self._seen.items())}
 
 
 _CACHE: GpuStateCache | None = None
@@ -945,13 +418,10 @@ _CACHE_LOCK = threading.Lock()
 def get_cache() -> GpuStateCache:
     """The process singleton."""
     global _CACHE
-    cache = _CACHE
-    if cache is None:
-        with _CACHE_LOCK:
-            if _CACHE is None:
-                _CACHE = GpuStateCache()
-            cache = _CACHE
-    return cache
+    with _CACHE_LOCK:
+        if _CACHE is None:
+            _CACHE = GpuStateCache()
+        return _CACHE
 
 
 def reset_cache() -> None:

@@ -21,14 +21,14 @@ RPC API history:
 
 * 1.0: ``update_gpu_state(state)`` on the scheduler topic,
   ``resend_gpu_state()`` on the agent topic.
+* 1.1: ``resend_gpu_state(host=None)``: only the agent of ``host``
+  answers (a scheduler got metrics for facts it does not hold); ``state``
+  may be a protocol 1.1 facts or metrics message.
 """
 from collections.abc import Callable
-import importlib
 import os
-import socket
 import threading
 from typing import Any, Protocol
-import uuid
 
 from oslo_config import cfg
 from oslo_log import log as logging
@@ -36,29 +36,28 @@ import oslo_messaging as messaging
 
 from gpu_nova_ext import conf as gconf
 from gpu_nova_ext.conf import agent as agent_conf
+from gpu_nova_ext.state import transport as bus
 
 LOG = logging.getLogger(__name__)
 
-RPC_API_VERSION = '1.0'
+RPC_API_VERSION = '1.1'
 
-# A cast with the broker down must not block the agent loop (oslo.messaging
-# retries for ever by default): one attempt plus one reconnect, then the
-# caller logs and moves on; the next cycle tries again.
-CAST_RETRY = 1
+# what tools and the simulator call to use a private ConfigOpts
+register_messaging_opts = bus.register_messaging_opts
 
 # Seconds start() waits for the broker before returning and letting the
 # listener come up in the background (a connection takes milliseconds).
 START_WAIT = 5.0
 
-# Option groups oslo.messaging registers on the global cfg.CONF only, yet
-# reads from transport.conf on every cast and every received message.  A
-# private ConfigOpts (the agent's, the tests') needs them too.
-_GLOBAL_ONLY_OPTS = (
-    ('oslo_messaging._tracing.client', 'oslo_messaging_tracing',
-     'oslo_messaging_tracing'),
-    ('oslo_messaging._metrics.client', 'oslo_messaging_metrics',
-     'oslo_messaging_metrics'),
-)
+
+class Publisher(Protocol):
+    """What turns an agent's whole state into the messages it casts."""
+
+    def messages(self, payload: dict, resend: bool = False) -> list[dict]:
+        """The messages to cast."""
+
+    def forget(self) -> None:
+        """A cast failed: send the facts again next time."""
 
 
 class StateSink(Protocol):
@@ -66,87 +65,6 @@ class StateSink(Protocol):
 
     def update(self, payload: Any) -> bool:
         """Validate and ingest one payload; False when it is rejected."""
-
-
-def register_messaging_opts(conf: cfg.ConfigOpts) -> None:
-    """Register on ``conf`` the oslo.messaging options it reads at run time.
-
-    ``get_rpc_transport`` registers the transport and driver options itself;
-    the tracing and metrics groups are registered on ``cfg.CONF`` at import
-    of oslo.messaging's private modules only, so a cast on a transport built
-    from any other ConfigOpts fails with NoSuchOptError.  Registering the
-    same option objects again is a no-op, so this is safe on Nova's CONF.
-    """
-    for module_name, attr, group in _GLOBAL_ONLY_OPTS:
-        try:
-            opts = getattr(importlib.import_module(module_name), attr)
-        except (ImportError, AttributeError):
-            # Another oslo.messaging release: it does not read them then.
-            continue
-        conf.register_opts(opts, group=group)
-
-
-def _transport(conf: cfg.ConfigOpts) -> messaging.Transport:
-    register_messaging_opts(conf)
-    return messaging.get_rpc_transport(conf)
-
-
-def _driver(conf: cfg.ConfigOpts) -> str | None:
-    try:
-        return messaging.TransportURL.parse(conf).transport
-    except Exception:
-        return None
-
-
-def _cleanup(transport: messaging.Transport, conf: cfg.ConfigOpts) -> None:
-    """Close ``transport``'s connections.
-
-    Not for ``fake://``: its in-memory queues are shared by every fake
-    transport of the process (the simulator's agents and cache) and its
-    cleanup empties them all; it holds no connection anyway.
-    """
-    if _driver(conf) != 'fake':
-        transport.cleanup()
-
-
-def _server_name(conf: cfg.ConfigOpts) -> str:
-    """The RPC server name: this host's name.
-
-    We only ever fanout-cast, and every listener gets a fanout queue of
-    its own, so the workers of one host can share the name.  A stable
-    name matters: oslo.messaging declares a ``<topic>.<server>`` queue that
-    it never deletes, so a per-process name would leave one queue behind
-    in RabbitMQ per scheduler worker start.  The in-memory ``fake://``
-    driver delivers a fanout once per server name, so there (one process,
-    many listeners) the name is made unique.
-    """
-    try:
-        host = conf.host
-    except cfg.NoSuchOptError:
-        host = None
-    host = host or socket.gethostname()
-    if _driver(conf) == 'fake':
-        return '%s.%d.%s' % (host, os.getpid(), uuid.uuid4().hex[:8])
-    return host
-
-
-def _cast(client: messaging.RPCClient, method: str, **kwargs) -> bool:
-    """Cast, logging (never raising) when the broker cannot take it."""
-    try:
-        # Fanout per cast, as Nova does (prepare(fanout=True)): a client
-        # whose Target is fanout cannot be turned into a call, which
-        # Nova's functional harness does to every cast.
-        client.prepare(fanout=True).cast({}, method, **kwargs)
-    except Exception as exc:
-        # MessageDeliveryFailure, ClientSendError, kombu/socket errors:
-        # oslo.messaging reconnects on the next attempt.
-        LOG.warning('Could not cast %(method)s on topic %(topic)s: '
-                    '%(error)s. The message bus is unreachable; the next '
-                    'cycle retries.',
-                    {'method': method, 'topic': client.target.topic,
-                     'error': exc})
-        return False
-    return True
 
 
 class _RpcServer:
@@ -196,8 +114,8 @@ class _RpcServer:
             if self._server is not None or self._starting is not None:
                 return
             # Configuration errors (a bad transport_url) raise here.
-            transport = _transport(self._conf)
-            self.server_name = _server_name(self._conf)
+            transport = bus.get_transport(self._conf)
+            self.server_name = bus.server_name(self._conf)
             target = messaging.Target(topic=self._topic,
                                       server=self.server_name,
                                       version=RPC_API_VERSION)
@@ -230,7 +148,7 @@ class _RpcServer:
             with self._lock:
                 if self._starting is started:
                     self._starting = None
-            _cleanup(transport, self._conf)
+            bus.cleanup(transport, self._conf)
             errors.append(exc)
             started.set()
             return
@@ -256,7 +174,7 @@ class _RpcServer:
             server.stop()
             server.wait()
         finally:
-            _cleanup(transport, self._conf)
+            bus.cleanup(transport, self._conf)
 
     def _stop(self) -> None:
         with self._lock:
@@ -295,10 +213,17 @@ class AgentStateEndpoint:
 
     target = messaging.Target(version=RPC_API_VERSION)
 
-    def __init__(self, on_resend: Callable[[], None]) -> None:
+    def __init__(self, on_resend: Callable[[], None], host: str) -> None:
         self._on_resend = on_resend
+        self._host = host
+        #: set by a scheduler's request, cleared by take_resend()
+        self.resend_requested = threading.Event()
 
-    def resend_gpu_state(self, ctxt: dict, **kwargs: Any) -> None:
+    def resend_gpu_state(self, ctxt: dict, host: str | None = None,
+                         **kwargs: Any) -> None:
+        if host is not None and host != self._host:
+            return
+        self.resend_requested.set()
         try:
             self._on_resend()
         except Exception:
@@ -320,6 +245,7 @@ class SchedulerStateServer(_RpcServer):
         super().__init__(conf, conf.gpu_scheduler.state_topic,
                          SchedulerStateEndpoint(cache), 'GPU state server')
         self._agent_topic = conf.gpu_scheduler.agent_topic
+        self._resend_client = None
 
     def start(self, wait: float = START_WAIT) -> None:
         """Listen on the state topic, then ask every agent to resend.
@@ -332,14 +258,20 @@ class SchedulerStateServer(_RpcServer):
         self._start(wait, self._ask_resend)
 
     def _ask_resend(self, transport: messaging.Transport) -> None:
-        client = messaging.get_rpc_client(
+        self._resend_client = messaging.get_rpc_client(
             transport,
-            messaging.Target(topic=self._agent_topic,
-                             version=RPC_API_VERSION),
-            retry=CAST_RETRY)
-        if _cast(client, 'resend_gpu_state'):
+            messaging.Target(topic=self._agent_topic, version='1.0'),
+            retry=bus.CAST_RETRY)
+        if bus.cast(self._resend_client, 'resend_gpu_state'):
             LOG.debug('Asked agents on topic %s to resend GPU state',
                       self._agent_topic)
+
+    def ask_resend(self, host: str | None = None) -> None:
+        """Ask the agent of ``host`` (None: every agent) to resend."""
+        client = self._resend_client
+        if client is not None and self.running:
+            bus.cast(client, 'resend_gpu_state', version='1.1',
+                     host=host)
 
     def stop(self) -> None:
         """Stop listening and wait for in-flight messages; idempotent."""
@@ -354,14 +286,20 @@ class AgentStateClient(_RpcServer):
     :param on_resend: called (in an RPC worker thread) when a scheduler
         asks for state; it should only wake the agent loop, which then
         calls :meth:`cast_state`.
+    :param publisher: turns a host's whole state into the protocol 1.1
+        messages (``gpu_nova_ext.agent.payload.Publisher``); None casts
+        the state as it is given (protocol 1.0).
     """
 
     def __init__(self, conf: cfg.ConfigOpts,
-                 on_resend: Callable[[], None]) -> None:
+                 on_resend: Callable[[], None],
+                 publisher: Publisher | None = None) -> None:
+        self._publisher = publisher
         # [agent] only: registering the same options again is a no-op.
         agent_conf.register_opts(conf)
-        super().__init__(conf, conf.agent.agent_topic,
-                         AgentStateEndpoint(on_resend),
+        self._endpoint = AgentStateEndpoint(on_resend,
+                                            bus.host_name(conf))
+        super().__init__(conf, conf.agent.agent_topic, self._endpoint,
                          'GPU agent resend listener')
         self._scheduler_topic = conf.agent.scheduler_topic
         self._client_lock = threading.Lock()
@@ -382,20 +320,28 @@ class AgentStateClient(_RpcServer):
             if self._client is None or self._client_pid != os.getpid():
                 # Its own transport: casting does not depend on the
                 # listener (works before start(), and while it connects).
-                self._client_transport = _transport(self._conf)
+                self._client_transport = bus.get_transport(self._conf)
                 self._client = messaging.get_rpc_client(
                     self._client_transport,
                     messaging.Target(topic=self._scheduler_topic,
                                      version=RPC_API_VERSION),
-                    retry=CAST_RETRY)
+                    retry=bus.CAST_RETRY)
                 self._client_pid = os.getpid()
             return self._client
 
-    def cast_state(self, payload: dict) -> bool:
-        """Fanout-cast ``update_gpu_state(state=payload)`` to schedulers.
+    def take_resend(self) -> bool:
+        """True once after a scheduler asked this agent to resend."""
+        requested = self._endpoint.resend_requested.is_set()
+        self._endpoint.resend_requested.clear()
+        return requested
 
-        Never raises for a broker problem: logs and returns False (the
-        next cycle casts again; oslo.messaging reconnects).
+    def cast_state(self, payload: dict) -> bool:
+        """Fanout-cast ``update_gpu_state(state=...)`` to schedulers.
+
+        With a publisher, ``payload`` is the host's whole state and the
+        messages it makes of it are cast.  Never raises for a broker
+        problem: logs and returns False (the next cycle casts again;
+        oslo.messaging reconnects).
         """
         try:
             client = self._get_client()
@@ -403,7 +349,14 @@ class AgentStateClient(_RpcServer):
             LOG.warning('Could not reach the message bus to cast GPU state: '
                         '%s', exc)
             return False
-        return _cast(client, 'update_gpu_state', state=payload)
+        if self._publisher is None:
+            return bus.cast(client, 'update_gpu_state', state=payload)
+        for message in self._publisher.messages(payload,
+                                                resend=self.take_resend()):
+            if not bus.cast(client, 'update_gpu_state', state=message):
+                self._publisher.forget()
+                return False
+        return True
 
     def stop(self) -> None:
         """Stop the listener and release the transports; idempotent."""
@@ -414,4 +367,4 @@ class AgentStateClient(_RpcServer):
                 transport = self._client_transport
                 self._client = self._client_transport = None
                 if transport is not None and self._client_pid == os.getpid():
-                    _cleanup(transport, self._conf)
+                    bus.cleanup(transport, self._conf)

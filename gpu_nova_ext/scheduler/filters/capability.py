@@ -1,13 +1,13 @@
 """GpuCapabilityFilter: gpu:cuda_cc_min and gpu:driver_min."""
-from gpu_nova_ext.scheduler import base
-from gpu_nova_ext.state import cache as state_cache
+from gpu_nova_ext.scheduler import filtering
+from gpu_nova_ext.state import records
 
 
 def _fmt(version):
     return '.'.join(str(p) for p in version) if version else 'any'
 
 
-class GpuCapabilityFilter(base.GpuFilter):
+class GpuCapabilityFilter(filtering.GpuFilter):
     """Enforce gpu:cuda_cc_min and gpu:driver_min.
 
     Keep candidates whose GPUs have at least the requested CUDA compute
@@ -16,7 +16,7 @@ class GpuCapabilityFilter(base.GpuFilter):
     """
 
     RUN_ON_REBUILD = False
-    FAMILY = state_cache.FAMILY_CAPABILITY
+    FAMILY = records.FAMILY_CAPABILITY
 
     def constraint(self, req):
         if req.cuda_cc_min is None and req.driver_min is None:

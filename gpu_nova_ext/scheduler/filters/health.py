@@ -1,10 +1,10 @@
 """GpuHealthFilter: gpu:health (default ``healthy``)."""
-from gpu_nova_ext.scheduler import base
+from gpu_nova_ext.scheduler import filtering
 from gpu_nova_ext.scheduler import request
-from gpu_nova_ext.state import cache as state_cache
+from gpu_nova_ext.state import records
 
 
-class GpuHealthFilter(base.GpuFilter):
+class GpuHealthFilter(filtering.GpuFilter):
     """Keep candidates whose GPUs are healthy enough for the request.
 
     ``gpu:health`` is ``healthy`` (the default for every GPU request),
@@ -14,7 +14,7 @@ class GpuHealthFilter(base.GpuFilter):
     """
 
     RUN_ON_REBUILD = False
-    FAMILY = state_cache.FAMILY_HEALTH
+    FAMILY = records.FAMILY_HEALTH
 
     def constraint(self, req):
         max_rank = request.HEALTH_MAX_RANK[req.health]

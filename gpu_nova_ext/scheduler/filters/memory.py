@@ -1,9 +1,9 @@
 """GpuMemoryFilter: gpu:memory_min."""
-from gpu_nova_ext.scheduler import base
-from gpu_nova_ext.state import cache as state_cache
+from gpu_nova_ext.scheduler import filtering
+from gpu_nova_ext.state import records
 
 
-class GpuMemoryFilter(base.GpuFilter):
+class GpuMemoryFilter(filtering.GpuFilter):
     """Keep candidates whose GPUs have at least ``gpu:memory_min``.
 
     For a vGPU the memory is the offered type's framebuffer; for a whole
@@ -12,7 +12,7 @@ class GpuMemoryFilter(base.GpuFilter):
     """
 
     RUN_ON_REBUILD = False
-    FAMILY = state_cache.FAMILY_MEMORY
+    FAMILY = records.FAMILY_MEMORY
 
     def constraint(self, req):
         return req.memory_min_mib

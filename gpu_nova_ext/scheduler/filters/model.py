@@ -1,10 +1,10 @@
 """GpuModelFilter: gpu:model, gpu:vendor, gpu:mode and gpu:vgpu_type."""
 from gpu_nova_ext import naming
-from gpu_nova_ext.scheduler import base
-from gpu_nova_ext.state import cache as state_cache
+from gpu_nova_ext.scheduler import filtering
+from gpu_nova_ext.state import records
 
 
-class GpuModelFilter(base.GpuFilter):
+class GpuModelFilter(filtering.GpuFilter):
     """Enforce gpu:model, gpu:vendor, gpu:mode and gpu:vgpu_type.
 
     Keep candidates whose GPUs are of a requested model and vendor,
@@ -19,7 +19,7 @@ class GpuModelFilter(base.GpuFilter):
     """
 
     RUN_ON_REBUILD = False
-    FAMILY = state_cache.FAMILY_MODEL
+    FAMILY = records.FAMILY_MODEL
 
     def constraint(self, req):
         if not (req.models or req.vendor or req.mode or req.vgpu_types):
@@ -47,7 +47,7 @@ class GpuModelFilter(base.GpuFilter):
                 return False
         if mode:
             if mode == 'vgpu':
-                if gpu_mode not in state_cache.VGPU_MODES:
+                if gpu_mode not in records.VGPU_MODES:
                     return False
             elif gpu_mode != mode:
                 return False

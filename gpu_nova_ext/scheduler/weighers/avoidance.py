@@ -1,8 +1,8 @@
 """GpuHostAvoidanceWeigher: keep GPU hosts for GPU requests."""
-from gpu_nova_ext.scheduler import base
+from gpu_nova_ext.scheduler import weighing
 
 
-class GpuHostAvoidanceWeigher(base.GpuWeigher):
+class GpuHostAvoidanceWeigher(weighing.GpuWeigher):
     """Weigh hosts with idle GPUs down for requests without GPUs.
 
     For a request without GPUs only.  Raw value: minus the number of

@@ -1,6 +1,6 @@
 """GpuCapabilityWeigher: relative capability of the GPU model."""
 from gpu_nova_ext import naming
-from gpu_nova_ext.scheduler import base
+from gpu_nova_ext.scheduler import weighing
 
 # Normalized model prefix -> relative capability (dense FP16/BF16 tensor
 # throughput, roughly, H100 SXM = 10).  A model matches the longest key it
@@ -49,7 +49,7 @@ def score(model: str, overrides: dict) -> float | None:
     return best
 
 
-class GpuCapabilityWeigher(base.GpuWeigher):
+class GpuCapabilityWeigher(weighing.GpuWeigher):
     """Weigh hosts by the capability of their GPU model.
 
     Raw value: capability score of the model of the GPU the claimed
@@ -67,8 +67,9 @@ class GpuCapabilityWeigher(base.GpuWeigher):
         overrides = ctx.extra.get('capability_scores')
         if overrides is None:
             overrides = ctx.extra['capability_scores'] = (
-                base.CONF.gpu_weights.capability_scores)
-        pool = gpus or [g for g in record.gpus if g.health_rank < 2]
+                weighing.CONF.gpu_weights.capability_scores)
+        pool = gpus or [
+            g for g in record.gpus if record.health_rank[g.index] < 2]
         values = [s for s in (score(g.model, overrides) for g in pool
                               if g.model) if s is not None]
         return max(values) if values else None

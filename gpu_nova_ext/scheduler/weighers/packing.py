@@ -1,8 +1,8 @@
 """GpuPackingWeigher: free GPU capacity after this request."""
-from gpu_nova_ext.scheduler import base
+from gpu_nova_ext.scheduler import weighing
 
 
-class GpuPackingWeigher(base.GpuWeigher):
+class GpuPackingWeigher(weighing.GpuWeigher):
     """Binpack (or spread) GPU servers over hosts.
 
     Raw value: the host's free GPU capacity (in GPU equivalents: a
@@ -34,19 +34,18 @@ class GpuPackingWeigher(base.GpuWeigher):
                 offered.update(cand['allocations'])
             for gpu in record.passthrough_unknown:
                 if offered.isdisjoint(gpu.provider_uuids):
-                    free -= gpu.free_units
+                    free -= record.free[gpu.index]
         if len(gpus) == 1:
             # what the claim takes from the GPU: its instances there
             gpu = gpus[0]
             taken = gpu.unit_per_instance * max(
                 allocs[0]['resources'].values())
-            return free - (taken if taken < gpu.free_units
-                           else gpu.free_units)
+            return free - min(taken, record.free[gpu.index])
         # several providers of one GPU (its VFs) may be claimed from
         taken = {}
         for gpu, alloc in zip(gpus, allocs):
             taken[gpu] = taken.get(gpu, 0.0) + gpu.unit_per_instance * max(
                 alloc['resources'].values())
         for gpu, units in taken.items():
-            free -= units if units < gpu.free_units else gpu.free_units
+            free -= min(units, record.free[gpu.index])
         return free

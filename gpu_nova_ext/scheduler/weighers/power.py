@@ -1,8 +1,8 @@
 """GpuPowerWeigher: prefer GPUs far from their power cap."""
-from gpu_nova_ext.scheduler import base
+from gpu_nova_ext.scheduler import weighing
 
 
-class GpuPowerWeigher(base.GpuWeigher):
+class GpuPowerWeigher(weighing.GpuWeigher):
     """Weigh hosts by the power headroom of their GPUs.
 
     Raw value: power headroom, the fraction (0..1) of the power limit

@@ -1,8 +1,8 @@
 """GpuThermalWeigher: prefer GPUs far from their slowdown temperature."""
-from gpu_nova_ext.scheduler import base
+from gpu_nova_ext.scheduler import weighing
 
 
-class GpuThermalWeigher(base.GpuWeigher):
+class GpuThermalWeigher(weighing.GpuWeigher):
     """Weigh hosts by the thermal headroom of their GPUs.
 
     Raw value: thermal headroom in degrees C (slowdown threshold minus

@@ -1,8 +1,8 @@
 """GpuUtilizationWeigher: prefer idle GPUs."""
-from gpu_nova_ext.scheduler import base
+from gpu_nova_ext.scheduler import weighing
 
 
-class GpuUtilizationWeigher(base.GpuWeigher):
+class GpuUtilizationWeigher(weighing.GpuWeigher):
     """Weigh hosts by how idle their GPUs are.
 
     Raw value: 1 - mean utilization (0..1) of the GPUs the claimed

@@ -74,6 +74,19 @@ class GpuExtraSpecValidationTest(integrated_helpers._IntegratedTestBase):
         self.assertEqual(400, exc.response.status_code, (key, value))
         return exc.response.text
 
+    def test_rejects_misspelt_namespace_and_values_the_scheduler_refuses(
+            self):
+        # issue 16.5: accepted by nova-api and ignored by the scheduler
+        flavor = self._create_flavor()
+        for key in ('GPU:model', 'Gpu:Model', ' gpu:model'):
+            text = self._assert_rejected(flavor, key, 'H100')
+            self.assertIn("write 'gpu:model'", text, key)
+        for key, value in (('gpu:vendor', 'NVIDIA'), ('gpu:mode', 'VGPU'),
+                           ('gpu:health', 'HEALTHY'),
+                           ('gpu:intra_host_policy', 'Spread'),
+                           ('gpu:health', 'degraded_ok ')):
+            self._assert_rejected(flavor, key, value)
+
     def test_rejects_typos(self):
         flavor = self._create_flavor()
         for key in TYPOS:
@@ -86,8 +99,8 @@ class GpuExtraSpecValidationTest(integrated_helpers._IntegratedTestBase):
         flavor = self._create_flavor()
         for key, value in BAD_VALUES:
             text = self._assert_rejected(flavor, key, value)
-            # the message names the key and the value (design doc: Flavor
-            # extra specs)
+            # the message names the key and the value
+            # (design doc: Flavor extra specs)
             self.assertIn(key, text, (key, value))
             self.assertIn(value, text, (key, value))
             # ... and what is allowed

@@ -13,6 +13,7 @@ import testtools
 
 from gpu_nova_ext.state import cache as state_cache
 from gpu_nova_ext.state import rpc
+from gpu_nova_ext.state import transport as bus
 from gpu_nova_ext.tests.functional.state import support
 
 VICTIMS = ('cmp-a', 'cmp-b', 'cmp-c')
@@ -239,7 +240,7 @@ class TestStateChannel(testtools.TestCase):
         sink = CountingSink(cache)
         self._server(conf, sink)
         agent = self._agent(conf)
-        transport = rpc._transport(conf)
+        transport = bus.get_transport(conf)
         self.addCleanup(transport.cleanup)
         raw = rpc.messaging.get_rpc_client(
             transport, rpc.messaging.Target(
@@ -298,3 +299,70 @@ class TestStateChannel(testtools.TestCase):
         self._server(conf, cache)
         for event in asked:
             self.assertTrue(event.wait(WAIT))
+
+
+class TestProtocol11(testtools.TestCase):
+    """Facts once, metrics every time, and a resend for unknown facts."""
+
+    def setUp(self):
+        super().setUp()
+        self.useFixture(support.BrokerInUse())
+        support.require_broker(self)
+        self.topics = support.topics()
+
+    def _scheduler(self):
+        conf = support.make_conf(**self.topics)
+        cache = state_cache.GpuStateCache(conf)
+        server = rpc.SchedulerStateServer(conf, cache)
+        # as the cache's listener wires it in nova-scheduler
+        cache.ask_resend = server.ask_resend
+        server.start()
+        self.addCleanup(server.stop)
+        return cache
+
+    def test_scheduler_without_the_facts_asks_that_host(self):
+        from gpu_nova_ext.agent import payload as agent_payload
+
+        first = self._scheduler()
+        asked = []
+        conf = support.make_conf(host='cmp-a', **self.topics)
+        agent = rpc.AgentStateClient(conf, lambda: asked.append(1),
+                                     publisher=agent_payload.Publisher())
+        agent.start()
+        self.addCleanup(agent.stop)
+        state = support.payload('cmp-a')
+        self.assertTrue(agent.cast_state(state))
+        self.assertTrue(support.wait_for(lambda: first.get('cmp-a'), WAIT))
+        # a second scheduler starts: its resend request reaches the agent,
+        # which (here) does not answer, so the facts are not sent again
+        second = self._scheduler()
+        self.assertTrue(support.wait_for(lambda: asked, WAIT))
+        agent.take_resend()
+        state['generated_at'] = time.time()
+        state['gpus'][0]['metrics']['utilization_pct'] = 77.0
+        self.assertTrue(agent.cast_state(state))
+        self.assertTrue(support.wait_for(
+            lambda: first.get('cmp-a')['gpus'][0]['metrics'][
+                'utilization_pct'] == 77.0, WAIT))
+        # the second got metrics for facts it does not hold: it asked
+        # cmp-a's agent alone (resend_gpu_state(host='cmp-a'))
+        self.assertTrue(support.wait_for(lambda: len(asked) >= 2, WAIT),
+                        asked)
+        self.assertIsNone(second.get('cmp-a'))
+        state['generated_at'] = time.time()
+        self.assertTrue(agent.cast_state(state))
+        got = support.wait_for(lambda: second.get('cmp-a'), WAIT)
+        self.assertEqual(77.0, got['gpus'][0]['metrics']['utilization_pct'])
+        # an agent of another host is not asked
+        other = rpc.AgentStateClient(
+            support.make_conf(host='cmp-b', **self.topics),
+            lambda: asked.append('b'))
+        other.start()
+        self.addCleanup(other.stop)
+        second.remove('cmp-a')
+        second._asked.clear()
+        self.assertTrue(agent.cast_state(dict(state,
+                                              generated_at=time.time())))
+        self.assertTrue(support.wait_for(lambda: len(asked) >= 3, WAIT),
+                        asked)
+        self.assertNotIn('b', asked)

@@ -38,13 +38,14 @@ class TestBuildPayload(testtools.TestCase):
         json.dumps(p)
 
     def test_accepted_by_the_scheduler_side_validation(self):
-        from gpu_nova_ext.state import payload as state_payload
+        from gpu_nova_ext.state import schema
         p = payload.build_payload(
             self.inventory(), host='cmp-1', nodename='cmp-1',
             root_provider_uuid='9f6b6f0e-3d0b-4f0e-9a57-2f4f3c7c1a10',
             mode='inventory')
-        state_payload.validate(p, max_payload_bytes=1 << 20,
-                               max_gpus_per_host=64)
+        self.assertIsNone(schema.problem(p, 64))
+        for message in payload.Publisher().messages(p):
+            self.assertIsNone(schema.problem(message, 64))
 
     def test_now_defaults_to_the_clock(self):
         p = payload.build_payload(base.HostInventory('h'), host='h',
@@ -52,3 +53,49 @@ class TestBuildPayload(testtools.TestCase):
                                   mode='annotate')
         self.assertGreater(p['generated_at'], 1.7e9)
         self.assertEqual([], p['gpus'])
+
+
+class TestPublisher(testtools.TestCase):
+    """Protocol 1.1: facts when they change, metrics every time."""
+
+    def payload(self, utilization=12.5, model='A100_80GB_PCIE', now=1.0):
+        gpu = base.Gpu(pci_address='0000:3b:00.0', vendor='nvidia',
+                       model=model, memory_mib=81920, mode='passthrough',
+                       provider_uuids=['rp-1'],
+                       metrics={'utilization_pct': utilization,
+                                'fan_speed_pct': 30.0,
+                                'pcie_tx_kib_s': 1000.0},
+                       health=base.Health('healthy', []))
+        return payload.build_payload(
+            base.HostInventory(host='cmp-1', gpus=[gpu]), host='cmp-1',
+            nodename='cmp-1', root_provider_uuid='root', mode='annotate',
+            now=now)
+
+    def test_facts_only_when_they_change_or_are_asked_for(self):
+        pub = payload.Publisher()
+        kinds = [m['kind'] for m in pub.messages(self.payload())]
+        self.assertEqual(['facts', 'metrics'], kinds)
+        # only metrics changed
+        kinds = [m['kind'] for m in pub.messages(self.payload(50.0, now=2))]
+        self.assertEqual(['metrics'], kinds)
+        kinds = [m['kind'] for m in pub.messages(self.payload(model='H100'))]
+        self.assertEqual(['facts', 'metrics'], kinds)
+        kinds = [m['kind'] for m in pub.messages(self.payload(model='H100'),
+                                                 resend=True)]
+        self.assertEqual(['facts', 'metrics'], kinds)
+        # a failed cast: the facts go again
+        pub.forget()
+        kinds = [m['kind'] for m in pub.messages(self.payload(model='H100'))]
+        self.assertEqual(['facts', 'metrics'], kinds)
+
+    def test_metrics_carry_only_what_schedulers_use(self):
+        from gpu_nova_ext.state import schema
+        facts, metrics = payload.Publisher().messages(self.payload())
+        self.assertEqual(facts['digest'], metrics['digest'])
+        self.assertLess(facts['seq'], metrics['seq'])
+        self.assertEqual({'utilization_pct': 12.5},
+                         metrics['gpus'][0]['metrics'])
+        self.assertLessEqual(set(metrics['gpus'][0]['metrics']),
+                             set(schema.SCHEDULER_METRICS))
+        self.assertNotIn('metrics', facts['gpus'][0])
+        self.assertNotIn('health', facts['gpus'][0])

@@ -6,7 +6,7 @@ import testtools
 from gpu_nova_ext.agent import payload
 from gpu_nova_ext.inventory import base
 from gpu_nova_ext.state import cache
-from gpu_nova_ext.state import payload as state_payload
+from gpu_nova_ext.state import schema
 
 ROOT = '9f6b6f0e-3d0b-4f0e-9a57-2f4f3c7c1a10'
 
@@ -17,6 +17,14 @@ def _gpu(addr: str, assigned, mode: str = 'passthrough',
                     model='H100_80GB_HBM3', memory_mib=81920, mode=mode,
                     cuda_cc='9.0', driver_version='550.54.15',
                     provider_uuids=[rp] if rp else [], assigned=assigned)
+
+
+def _record(state):
+    """The scheduler's record of a state, sent as the agent sends it."""
+    states = cache.GpuStateCache(clock=lambda: 1764430000.0)
+    for message in payload.Publisher().messages(state):
+        assert states.update(message)
+    return states.host_record(state['host'])
 
 
 class TestAssigned(testtools.TestCase):
@@ -48,9 +56,8 @@ class TestAssigned(testtools.TestCase):
         p = self.build(_gpu('0000:1b:00.0', True, rp=rps[0]),
                        _gpu('0000:9c:00.0', False, rp=rps[1]),
                        _gpu('0000:ca:00.0', None, rp=rps[2]))
-        state_payload.validate(p, max_payload_bytes=1 << 20,
-                               max_gpus_per_host=64)
-        record = cache.build_host_record(p, received_at=1764430000.0)
+        self.assertIsNone(schema.problem(p, 64))
+        record = _record(p)
         # the assigned GPU is not idle; the unknown one is counted free
         # but left to Placement's candidates
         self.assertEqual(2, record.idle_gpus)
@@ -59,6 +66,6 @@ class TestAssigned(testtools.TestCase):
                                     for g in record.passthrough_unknown])
         all_busy = self.build(_gpu('0000:1b:00.0', True, rp=rps[0]),
                               _gpu('0000:9c:00.0', True, rp=rps[1]))
-        record = cache.build_host_record(all_busy, received_at=1764430000.0)
+        record = _record(all_busy)
         self.assertEqual(0, record.idle_gpus)
         self.assertEqual((), record.passthrough_unknown)

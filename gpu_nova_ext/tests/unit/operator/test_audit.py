@@ -91,3 +91,18 @@ class TestAudit(testtools.TestCase):
     def test_empty_cluster(self):
         out = audit.render_table(audit.build_report([]))
         self.assertIn('(no GPU provider in Placement)', out)
+
+    def test_hosts_without_live_state_are_listed(self):
+        # issue 15.1: the hosts missing_state_policy decides for
+        views = host('a', '550') + host('b', '550')
+        payload = {'host': 'a', 'root_provider_uuid': 'a', 'gpus': [
+            {'pci_address': '0000:3b:00.0', 'provider_uuids': ['a-g0'],
+             'health': {'state': 'healthy', 'reasons': []}}]}
+        report = audit.build_report(views, {'a': payload})
+        self.assertEqual(['b'], report.hosts_without_state)
+        self.assertEqual(['b'], report.to_dict()['hosts_without_state'])
+        out = audit.render_table(report)
+        self.assertIn('Hosts without live GPU state', out)
+        self.assertIn('\n  b\n', out)
+        # without any state heard, the note says so instead
+        self.assertEqual([], audit.build_report(views).hosts_without_state)

@@ -7,11 +7,11 @@ import fixtures
 from oslo_config import fixture as config_fixture
 from oslotest import base
 
-from gpu_nova_ext.scheduler import base as sched_base
+from gpu_nova_ext.scheduler import context as sched_context
 from gpu_nova_ext.state import cache as state_cache
 from gpu_nova_ext.tests.unit.scheduler import nova_objects as no
 
-CONF = sched_base.CONF
+CONF = sched_context.CONF
 
 
 class PluginTestCase(base.BaseTestCase):
@@ -22,7 +22,7 @@ class PluginTestCase(base.BaseTestCase):
         self.flags(state_listener=False, group='gpu_scheduler')
         state_cache.reset_cache()
         self.addCleanup(state_cache.reset_cache)
-        sched_base._missing_logged.clear()
+        sched_context._missing_logged.clear()
         self.now = 1000.0
         self.cache = state_cache.get_cache()
         self.cache.clock = lambda: self.now

@@ -216,17 +216,18 @@ class TestHealthFilter(base.PluginTestCase):
         self.assertEqual(['bad', 'ok'], self._passes({}))
 
 
-class TestLongLivedHostState(base.PluginTestCase):
-    """nova-scheduler keeps HostState objects between requests."""
+class TestEachRequestSeesNewState(base.PluginTestCase):
+    """Each request (RequestSpec) resolves hosts to state afresh."""
 
-    def test_new_payload_and_staleness_seen_through_same_host_state(self):
+    def test_new_payload_and_staleness(self):
         self.add_host('h', [no.gpu_state('h', 0)])
-        host = no.host_state('h')
         f = health.GpuHealthFilter()
 
         def passes():
-            host.allocation_candidates = no.candidates('h', [0])
-            return bool(no.run_filters([f], [host], no.request_spec(VGPU)))
+            host = no.host_state('h', allocation_candidates=no.candidates(
+                'h', [0]))
+            spec = no.request_spec(dict(VGPU, **{'gpu:health': 'healthy'}))
+            return bool(no.run_filters([f], [host], spec))
 
         self.assertTrue(passes())
         self.add_host('h', [no.gpu_state('h', 0, health='unhealthy')],
@@ -303,8 +304,21 @@ class TestMissingState(base.PluginTestCase):
         spec = no.request_spec(dict(VGPU, **(specs or {})))
         return sorted(h.host for h in no.run_filters(filters, hosts, spec))
 
-    def test_fail_policy_rejects_host_without_state(self):
-        self.assertEqual(['live'], self._run([health.GpuHealthFilter()]))
+    def test_default_keeps_novas_behaviour_for_plain_gpu_requests(self):
+        # issue 15.1: a plain resources:VGPU=1 flavor asks nothing of
+        # gpu-nova-ext: a host without an agent still gets it
+        filters = [health.GpuHealthFilter(), model.GpuModelFilter(),
+                   memory.GpuMemoryFilter()]
+        self.assertEqual(['ghost', 'live'], self._run(filters))
+        # a gpu: constraint, or health asked for explicitly: fail closed
+        self.assertEqual(['live'], self._run(filters, {'gpu:model': 'A100'}))
+        self.assertEqual(['live'], self._run(filters,
+                                             {'gpu:health': 'healthy'}))
+
+    def test_fail_all_policy_rejects_host_without_state(self):
+        for policy in ('fail_all', 'fail'):
+            self.flags(missing_state_policy=policy, group='gpu_scheduler')
+            self.assertEqual(['live'], self._run([health.GpuHealthFilter()]))
 
     def test_pass_policy(self):
         self.flags(missing_state_policy='pass', group='gpu_scheduler')
@@ -318,9 +332,12 @@ class TestMissingState(base.PluginTestCase):
 
     def test_stale_state_counts_as_missing(self):
         self.now += 121  # default state_ttl 120 s
-        self.assertEqual([], self._run([health.GpuHealthFilter()]))
-        self.add_host('live', [no.gpu_state('live', 0)])
-        self.assertEqual(['live'], self._run([health.GpuHealthFilter()]))
+        healthy = {'gpu:health': 'healthy'}
+        self.assertEqual([], self._run([health.GpuHealthFilter()], healthy))
+        self.add_host('live', [no.gpu_state('live', 0)],
+                      generated_at=self.now)
+        self.assertEqual(['live'], self._run([health.GpuHealthFilter()],
+                                             healthy))
 
     def test_logged_once_per_host_per_ttl(self):
         filters = [model.GpuModelFilter(), health.GpuHealthFilter(),
@@ -482,3 +499,19 @@ class TestCandidateOrder(base.PluginTestCase):
         self.assertEqual([], no.run_filters([f], [host], spec))
         self.assertEqual([], no.run_filters([f], [host], spec))
         self.assertEqual(1, len(self.log_lines('gpu:intra_host_policy')))
+
+
+class TestMisspeltNamespace(base.PluginTestCase):
+    """Issue 16.5: GPU:model is not ignored."""
+
+    def test_fails_closed_with_one_line_naming_the_fix(self):
+        self.add_host('h', [no.gpu_state('h', 0, model='A100_80GB_PCIE')])
+        filters = [f() for f in gpu_filters.all_filters()]
+        for key in ('GPU:model', ' gpu:model'):
+            host = no.host_state('h', allocation_candidates=no.candidates(
+                'h', [0]))
+            spec = no.request_spec(dict(VGPU, **{key: 'H100'}))
+            self.assertEqual([], no.run_filters(filters, [host], spec))
+            lines = self.log_lines('%s=' % key)
+            self.assertEqual(1, len(lines), lines)
+            self.assertIn('write gpu:model', lines[0])

@@ -3,7 +3,7 @@ import json
 
 from nova import objects
 
-from gpu_nova_ext.scheduler import base as sched_base
+from gpu_nova_ext.scheduler import context as sched_context
 from gpu_nova_ext.scheduler import request
 from gpu_nova_ext.tests.unit.scheduler import base
 from gpu_nova_ext.tests.unit.scheduler import nova_objects as no
@@ -37,7 +37,7 @@ class TestValueParsers(base.PluginTestCase):
             self.assertRaises(ValueError, request.parse_driver, bad)
 
     def test_enums(self):
-        self.assertEqual('nvidia', request.parse_vendor('NVIDIA'))
+        self.assertEqual('nvidia', request.parse_vendor('nvidia'))
         self.assertRaises(ValueError, request.parse_vendor, 'matrox')
         self.assertEqual('vgpu', request.parse_mode('vgpu'))
         self.assertRaises(ValueError, request.parse_mode, 'mig')
@@ -45,6 +45,49 @@ class TestValueParsers(base.PluginTestCase):
         self.assertRaises(ValueError, request.parse_health, 'sick')
         self.assertEqual('least_loaded', request.parse_policy('least_loaded'))
         self.assertRaises(ValueError, request.parse_policy, 'random')
+
+    def test_one_value_rule_with_the_api(self):
+        # issue 16.5: nova-api refused these and the scheduler took them
+        from nova.api.validation.extra_specs import validators
+        from nova import exception
+        for key, value in (('gpu:vendor', 'NVIDIA'), ('gpu:mode', 'VGPU'),
+                           ('gpu:health', 'HEALTHY'),
+                           ('gpu:intra_host_policy', 'Spread'),
+                           ('gpu:health', 'degraded_ok ')):
+            self.assertRaises(exception.ValidationError,
+                              validators.validate, key, value)
+            req = request.parse_extra_specs({key: value})
+            self.assertEqual([key], [e.key for e in req.errors])
+        for key, value in (('gpu:vendor', 'nvidia'), ('gpu:memory_min',
+                                                      ' 16 GB ')):
+            validators.validate(key, value)
+            self.assertEqual((), request.parse_extra_specs(
+                {key: value}).errors)
+
+    def test_misspelt_namespace(self):
+        from nova.api.validation.extra_specs import validators
+        from nova import exception
+        for key in ('GPU:model', 'Gpu:Model', ' gpu:model', 'gpu :model'):
+            req = request.parse_extra_specs({key: 'H100'})
+            self.assertTrue(req.is_gpu)
+            self.assertEqual(1, len(req.errors))
+            self.assertIn('write gpu:model', req.errors[0].reason)
+            exc = self.assertRaises(exception.ValidationError,
+                                    validators.validate, key, 'H100')
+            self.assertIn("'gpu:model'", str(exc))
+        self.assertEqual(request.NONE, request.parse_extra_specs(
+            {'gpus:model': 'x', 'hw:cpu_policy': 'dedicated'}).kind)
+
+    def test_constrained(self):
+        def constrained(specs):
+            return request.parse_extra_specs(specs).constrained
+        self.assertFalse(constrained({'resources:VGPU': '1'}))
+        self.assertFalse(constrained({'resources:VGPU': '1',
+                                      'gpu:intra_host_policy': 'spread'}))
+        self.assertFalse(constrained({'gpu:health': 'any'}))
+        self.assertTrue(constrained({'gpu:health': 'healthy'}))
+        self.assertTrue(constrained({'gpu:model': 'A100'}))
+        self.assertTrue(constrained({'gpu:memory_min': '16GB'}))
 
 
 class TestDetection(base.PluginTestCase):
@@ -125,13 +168,38 @@ class TestRequestSpec(base.PluginTestCase):
 
     def test_context_is_parsed_once_per_request(self):
         spec = no.request_spec({'gpu:model': 'A100'})
-        ctx = sched_base.request_context(spec)
-        self.assertIs(ctx, sched_base.request_context(spec))
-        # a later pass (another scheduling attempt) parses again
-        self.now += sched_base.CONTEXT_MAX_AGE + 1
-        self.assertIsNot(ctx, sched_base.request_context(spec))
+        ctx = sched_context.request_context(spec)
+        # the same RequestSpec object: the same request, whatever the time
+        self.now += 3600
+        self.assertIs(ctx, sched_context.request_context(spec))
+        # another RequestSpec (Nova's next request) parses again
+        other = no.request_spec({'gpu:model': 'A100'})
+        self.assertIsNot(ctx, sched_context.request_context(other))
         # a resize swaps the flavor
-        ctx = sched_base.request_context(spec)
         spec.flavor = no.request_spec({'gpu:model': 'H100'}).flavor
         self.assertEqual(('H100',),
-                         sched_base.request_context(spec).request.models)
+                         sched_context.request_context(spec).request.models)
+
+    def test_context_goes_with_the_request_spec(self):
+        import gc
+        import weakref
+        spec = no.request_spec({'gpu:model': 'A100'})
+        ctx = weakref.ref(sched_context.request_context(spec))
+        self.assertIsNotNone(ctx())
+        del spec
+        gc.collect()
+        self.assertIsNone(ctx())
+
+    def test_nothing_is_set_on_nova_objects(self):
+        spec = no.request_spec({'gpu:model': 'A100'})
+        host = no.host_state('h1', allocation_candidates=no.candidates(
+            'h1', [0, 1]))
+        self.add_host('h1', [no.gpu_state('h1', i) for i in range(2)])
+        before_spec, before_host = dict(vars(spec)), dict(vars(host))
+        from gpu_nova_ext.scheduler.filters import model
+        from gpu_nova_ext.scheduler.weighers import packing
+        no.run_filters([model.GpuModelFilter()], [host], spec)
+        no.weigh([packing.GpuPackingWeigher()], [host, no.host_state(
+            'h2')], spec)
+        self.assertEqual(set(before_spec), set(vars(spec)))
+        self.assertEqual(set(before_host), set(vars(host)))

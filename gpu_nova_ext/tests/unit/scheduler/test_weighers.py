@@ -117,7 +117,8 @@ class TestPacking(WeigherTestCase):
                                            assigned=True),
                               no.gpu_state('one', 1, mode='passthrough',
                                            assigned=False)])
-        self.assertEqual((1.0, 2.0), self.cache.free_capacity('one'))
+        record = self.cache.host_record('one')
+        self.assertEqual((1.0, 2.0), (record.free_units, record.total_units))
 
     def test_unhealthy_gpus_are_no_capacity(self):
         self.add_host('sick', [no.gpu_state('sick', i, health='unhealthy')

@@ -12,6 +12,7 @@ import testtools
 
 from gpu_nova_ext import conf as gconf
 from gpu_nova_ext.state import rpc
+from gpu_nova_ext.state import transport
 
 WAIT = 10.0
 
@@ -61,9 +62,9 @@ class TestApi(testtools.TestCase):
 
     def test_endpoints_are_versioned(self):
         for endpoint in (rpc.SchedulerStateEndpoint(Sink()),
-                         rpc.AgentStateEndpoint(lambda: None)):
+                         rpc.AgentStateEndpoint(lambda: None, 'h')):
             self.assertIsInstance(endpoint.target, messaging.Target)
-            self.assertEqual('1.0', endpoint.target.version)
+            self.assertEqual('1.1', endpoint.target.version)
 
     def test_update_ignores_unknown_kwargs_of_a_later_minor(self):
         sink = Sink()
@@ -82,8 +83,19 @@ class TestApi(testtools.TestCase):
             raise RuntimeError('boom')
 
         logs = self.useFixture(fixtures.FakeLogger())
-        rpc.AgentStateEndpoint(on_resend).resend_gpu_state({})
+        rpc.AgentStateEndpoint(on_resend, 'h').resend_gpu_state({})
         self.assertIn('resend_gpu_state failed', logs.output)
+
+    def test_resend_for_one_host(self):
+        calls = []
+        endpoint = rpc.AgentStateEndpoint(lambda: calls.append(1), 'h1')
+        endpoint.resend_gpu_state({}, host='h2')
+        self.assertEqual([], calls)
+        self.assertFalse(endpoint.resend_requested.is_set())
+        endpoint.resend_gpu_state({}, host='h1')
+        endpoint.resend_gpu_state({})
+        self.assertEqual([1, 1], calls)
+        self.assertTrue(endpoint.resend_requested.is_set())
 
 
 class TestMessagingOpts(testtools.TestCase):
@@ -188,7 +200,7 @@ class TestChannel(testtools.TestCase):
         # Stable: RabbitMQ keeps a <topic>.<server> queue per name.
         conf = make_conf('rabbit://guest:guest@127.0.0.1:5672/')
         conf.set_override('host', 'sched-1')
-        self.assertEqual('sched-1', rpc._server_name(conf))
+        self.assertEqual('sched-1', transport.server_name(conf))
 
     def test_after_fork_the_child_starts_its_own(self):
         sink = Sink()

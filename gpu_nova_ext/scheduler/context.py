@@ -1,0 +1,154 @@
+"""One scheduling request as the GPU plugins see it.
+
+Design doc: Scheduler plugins.  nova-scheduler builds new HostStates for
+every request and deep-copies their allocation candidates, so nothing
+worth keeping survives on them; the plugins keep nothing on Nova's objects
+at all.  What one request's filters and weighers share lives in its
+:class:`RequestContext`, held for exactly as long as the RequestSpec object
+(keyed by its identity, weakly): the parsed ``gpu:`` extra specs, the host
+-> state record resolution (every plugin of the request sees the same
+record of a host, even if a newer message arrives meanwhile), one verdict
+memo per filter (``{fact: verdict}``) and the weighers' view of the
+candidate Nova will claim.
+"""
+import dataclasses
+import threading
+from typing import Any
+import weakref
+
+import nova.conf
+from oslo_log import log as logging
+
+from gpu_nova_ext import conf as gconf
+from gpu_nova_ext.scheduler import request as gpu_request
+from gpu_nova_ext.state import cache as state_cache
+
+LOG = logging.getLogger(__name__)
+
+CONF = nova.conf.CONF
+gconf.register_nova_opts(CONF)
+
+NONE = gpu_request.NONE
+MAYBE = gpu_request.MAYBE
+
+# [gpu_scheduler] missing_state_policy values
+FAIL_CONSTRAINED = 'fail_constrained'
+FAIL_ALL = 'fail_all'
+PASS = 'pass'
+
+
+@dataclasses.dataclass(eq=False)
+class RequestContext:
+    """What one request's GPU filters and weighers share."""
+
+    request: gpu_request.GpuRequest
+    cache: state_cache.GpuStateCache
+    flavor: Any
+    now: float                 # the cache's clock when the request began
+    oldest: float              # receive time before which state is missing
+    fail_missing: bool         # hard filters reject hosts without state
+    policy: str                # intra-host policy (flavor or option)
+    logged: set = dataclasses.field(default_factory=set)
+    # compute node UUID -> record or None
+    hosts: dict = dataclasses.field(default_factory=dict)
+    # filter name -> {fact: verdict}
+    verdicts: dict = dataclasses.field(default_factory=dict)
+    # the weighers' per-pass resolution: (weighed list, [claim, ...])
+    claims: tuple | None = None
+    extra: dict = dataclasses.field(default_factory=dict)
+
+    def record(self, host_state: Any) -> state_cache.HostRecord | None:
+        """The live state record of a host, the same for the request."""
+        # by compute node UUID: a HostState stands for one compute node
+        key = host_state.uuid or host_state.nodename
+        hosts = self.hosts
+        if key in hosts:
+            return hosts[key]
+        record = hosts[key] = self.cache.lookup(host_state, self.oldest)
+        return record
+
+    def verdict_memo(self, name: str) -> dict:
+        memo = self.verdicts.get(name)
+        if memo is None:
+            memo = self.verdicts[name] = {}
+        return memo
+
+
+_contexts: 'weakref.WeakKeyDictionary[Any, RequestContext]' = (
+    weakref.WeakKeyDictionary())
+_contexts_lock = threading.Lock()
+
+
+def fail_missing(policy: str, req: gpu_request.GpuRequest) -> bool:
+    """Whether hard GPU filters reject hosts without live state."""
+    if policy == PASS:
+        return False
+    if policy == FAIL_CONSTRAINED:
+        return req.constrained
+    return True        # fail_all, and its deprecated name fail
+
+
+def request_context(spec_obj: Any) -> RequestContext:
+    """The RequestContext of ``spec_obj``, made on its first use."""
+    flavor = spec_obj.flavor if spec_obj.obj_attr_is_set('flavor') else None
+    cache = state_cache.get_cache()
+    ctx = _contexts.get(spec_obj)
+    if ctx is not None and ctx.cache is cache and ctx.flavor is flavor:
+        return ctx
+    if cache.ensure_started(CONF) and cache.startup_wait > 0:
+        # the first request of this process: the agents answer the
+        # listener's resend request within milliseconds, if there are any
+        count = cache.wait_for_state(cache.startup_wait)
+        LOG.info('GPU state listener started; %d GPU state messages '
+                 'arrived before the first request', count)
+    group = CONF.gpu_scheduler
+    req = gpu_request.from_request_spec(spec_obj)
+    now = cache.clock()
+    ctx = RequestContext(
+        request=req, cache=cache, flavor=flavor, now=now,
+        oldest=now - cache.ttl,
+        fail_missing=fail_missing(group.missing_state_policy, req),
+        policy=req.intra_host_policy or group.intra_host_policy)
+    with _contexts_lock:
+        _contexts[spec_obj] = ctx
+    return ctx
+
+
+_missing_lock = threading.Lock()
+_missing_logged: dict[str, float] = {}
+
+
+def note_missing(ctx: RequestContext, host_state: Any) -> None:
+    """Log a host without live GPU state, once per host per state_ttl."""
+    host = host_state.host
+    last = _missing_logged.get(host)
+    if last is not None and 0 <= ctx.now - last < ctx.cache.ttl:
+        return
+    with _missing_lock:
+        _missing_logged[host] = ctx.now
+    if ctx.fail_missing:
+        LOG.warning('No live GPU state for host %(host)s (none received or '
+                    'older than [gpu_scheduler] state_ttl=%(ttl)s s): this '
+                    'GPU request does not land there (missing_state_policy='
+                    '%(policy)s). Check gpu-nova-agent on that host.',
+                    {'host': host, 'ttl': ctx.cache.ttl,
+                     'policy': CONF.gpu_scheduler.missing_state_policy})
+    else:
+        LOG.info('No live GPU state for host %(host)s: GPU requests without '
+                 'gpu: constraints pass it and it weighs as average '
+                 '(missing_state_policy=%(policy)s).',
+                 {'host': host,
+                  'policy': CONF.gpu_scheduler.missing_state_policy})
+
+
+def log_spec_errors(ctx: RequestContext, who: str, errors: tuple) -> None:
+    """One warning per filter per request for bad gpu: extra specs."""
+    if who in ctx.logged:
+        return
+    ctx.logged.add(who)
+    LOG.warning('%(who)s rejects every host for this request: %(errors)s. '
+                'Fix the flavor\'s extra specs (nova-api validates gpu: '
+                'keys once gpu-nova-ext is installed there).',
+                {'who': who,
+                 'errors': '; '.join('%s=%r: %s' % (e.key, e.value, e.reason)
+                                     for e in errors)})

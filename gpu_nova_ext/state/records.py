@@ -1,0 +1,364 @@
+"""What the scheduler plugins read of a host's GPU state.
+
+Design doc: State protocol.  Built from validated messages only
+(:mod:`gpu_nova_ext.state.schema`):
+
+* :class:`GpuFacts`, one per GPU, and :class:`HostFacts`, one per facts
+  message (or per change of a 1.0 payload's facts): normalized model,
+  effective memory, parsed versions, capacity, the GPUs grouped by the
+  fact each filter judges.  Built once per change.
+* :class:`HostRecord`, one per metrics message: refers to its HostFacts
+  and adds health, use and the metrics-derived headrooms.
+
+All are built with keyword arguments and read-only once built.
+"""
+import dataclasses
+import functools
+from typing import Any
+
+from gpu_nova_ext import naming
+from gpu_nova_ext.state import schema
+
+VGPU_MODES = frozenset([naming.MODE_VGPU, naming.MODE_VGPU_VFIO,
+                        naming.MODE_MIG_VGPU])
+# Thermal headroom base when NVML did not report the slowdown threshold
+# (typical of current data-centre GPUs).
+DEFAULT_SLOWDOWN_C = 90.0
+
+# Filter families: the GPU fact a filter judges.  A host's GPUs grouped by
+# fact (usually one group per family) are judged once per distinct fact.
+FAMILY_MODEL = 'model'
+FAMILY_MEMORY = 'memory'
+FAMILY_CAPABILITY = 'capability'
+FAMILY_HEALTH = 'health'
+FAMILIES = (FAMILY_MODEL, FAMILY_MEMORY, FAMILY_CAPABILITY, FAMILY_HEALTH)
+
+ORDER_LAST = float('inf')
+INTRA_HOST_POLICIES = ('pack', 'spread', 'coolest', 'least_loaded')
+
+
+@functools.lru_cache(maxsize=4096)
+def parse_version(value: str | None) -> tuple[int, ...] | None:
+    """'550.54.15' -> (550, 54, 15); None when empty."""
+    if not value:
+        return None
+    return tuple(int(p) for p in value.split('.'))
+
+
+@functools.lru_cache(maxsize=4096)
+def _model(value: str) -> str:
+    return naming.normalize_model(value)
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class GpuFacts:
+    """One GPU as its facts describe it."""
+
+    index: int                        # position in the message's gpus
+    pci_address: str
+    provider_uuids: tuple[str, ...]
+    vendor: str | None                # lower case
+    model: str                        # normalized; '' when unknown
+    memory_mib: int | None            # physical memory
+    mode: str | None
+    offered_vgpu_type: str | None
+    vgpu_type_keys: frozenset         # ids and names of the offered type(s)
+    effective_memory_mib: int | None  # vGPU framebuffer or physical memory
+    driver: tuple[int, ...] | None
+    cuda_cc: tuple[int, ...] | None
+    capacity: float                   # GPU equivalents free when usable
+    unit_per_instance: float          # GPU equivalents one instance takes
+    # free only when not assigned: a whole GPU without vGPU capacity data
+    whole: bool
+    source: dict                      # the validated facts object
+
+    def fact(self, family: str) -> Any:
+        """The hashable fact a filter family judges (not health)."""
+        if family == FAMILY_MODEL:
+            return (self.vendor, self.model, self.mode, self.vgpu_type_keys)
+        if family == FAMILY_MEMORY:
+            return self.effective_memory_mib
+        return (self.cuda_cc, self.driver)
+
+
+def _offered_entry(gpu: dict) -> dict | None:
+    offered = gpu.get('offered_vgpu_type')
+    types = gpu.get('vgpu_types') or []
+    if offered:
+        for entry in types:
+            if entry.get('id') == offered or entry.get('name') == offered:
+                return entry
+        return None
+    return types[0] if len(types) == 1 else None
+
+
+def gpu_facts(index: int, gpu: dict) -> GpuFacts:
+    """GpuFacts of one validated facts object."""
+    mode = gpu.get('mode')
+    entry = _offered_entry(gpu)
+    offered = gpu.get('offered_vgpu_type')
+    if mode == naming.MODE_PASSTHROUGH:
+        keys = frozenset()          # a whole GPU offers no vGPU type
+    elif entry is not None:
+        keys = frozenset(k for k in (entry.get('id'), entry.get('name'),
+                                     offered) if k)
+    elif offered:
+        keys = frozenset([offered])
+    else:
+        keys = frozenset({t.get('id') for t in gpu.get('vgpu_types') or ()}
+                         | {t.get('name') for t in gpu.get('vgpu_types')
+                            or ()}) - {None, ''}
+    capacity, per_instance, whole = 1.0, 1.0, True
+    if mode in VGPU_MODES and entry is not None:
+        available = entry.get('available') or 0
+        most = entry.get('max')
+        whole = False
+        if most:
+            capacity, per_instance = min(1.0, available / most), 1.0 / most
+        else:
+            capacity = 1.0 if available else 0.0
+    memory = gpu.get('memory_mib')
+    if mode in VGPU_MODES:
+        effective = entry.get('framebuffer_mib') if entry else None
+    else:
+        effective = memory
+    return GpuFacts(
+        index=index, pci_address=gpu['pci_address'],
+        provider_uuids=tuple(gpu.get('provider_uuids') or ()),
+        vendor=(gpu.get('vendor') or '').lower() or None,
+        model=_model(gpu.get('model') or ''), memory_mib=memory, mode=mode,
+        offered_vgpu_type=offered, vgpu_type_keys=keys,
+        effective_memory_mib=effective,
+        driver=parse_version(gpu.get('driver_version')),
+        cuda_cc=parse_version(gpu.get('cuda_cc')),
+        capacity=capacity, unit_per_instance=per_instance, whole=whole,
+        source=gpu)
+
+
+def _groups(gpus) -> dict[str, dict[Any, tuple[str, ...]]]:
+    """family -> {fact: provider UUIDs} of the fact families."""
+    out = {}
+    for family in (FAMILY_MODEL, FAMILY_MEMORY, FAMILY_CAPABILITY):
+        groups: dict[Any, tuple[str, ...]] = {}
+        for gpu in gpus:
+            fact = gpu.fact(family)
+            groups[fact] = groups.get(fact, ()) + gpu.provider_uuids
+        out[family] = groups
+    return out
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class HostFacts:
+    """One host's facts: its identity and its GPUs."""
+
+    host: str
+    nodename: str | None
+    root_provider_uuid: str | None
+    agent_mode: str | None
+    digest: str | None               # the agent's (None: a 1.0 payload)
+    gpus: tuple[GpuFacts, ...]
+    by_provider: dict[str, GpuFacts]
+    # family -> {fact: provider UUIDs of the GPUs with that fact}
+    groups: dict[str, dict[Any, tuple[str, ...]]]
+
+    def names(self) -> tuple[str, ...]:
+        """What the host is looked up by: root provider, node, host."""
+        return tuple(n for n in (self.root_provider_uuid, self.nodename,
+                                 self.host) if n)
+
+
+def host_facts(message: dict, gpus: list,
+               held: HostFacts | None = None) -> HostFacts:
+    """HostFacts of a validated message (facts, or a 1.0 payload).
+
+    :param gpus: the GPU facts objects (a 1.0 payload's GPUs without
+        health, assigned and metrics).
+    :param held: the host's previous facts: their GpuFacts serve again
+        for the GPUs that did not change.
+    """
+    old = held.gpus if held is not None else ()
+    records = tuple(old[i] if i < len(old) and old[i].source == g
+                    else gpu_facts(i, g) for i, g in enumerate(gpus))
+    return HostFacts(
+        host=message['host'], nodename=message.get('nodename'),
+        root_provider_uuid=message.get('root_provider_uuid'),
+        agent_mode=message.get('agent_mode'), digest=message.get('digest'),
+        gpus=records,
+        by_provider={rp: g for g in records for rp in g.provider_uuids},
+        groups=_groups(records))
+
+
+# not frozen: built for every metrics message, and a frozen dataclass sets
+# each field through object.__setattr__; read-only by convention
+@dataclasses.dataclass(slots=True, kw_only=True, eq=False)
+class HostRecord:
+    """The live state of one host: its facts and its latest metrics."""
+
+    facts: HostFacts
+    generated_at: float
+    received_at: float                 # the cache's clock
+    seq: int | None                    # the agent's (None: 1.0)
+    dynamic: tuple[dict, ...]          # per GPU: health, assigned, metrics
+    health_rank: tuple[int, ...]       # per GPU: 0 healthy .. 2 unhealthy
+    free: tuple[float, ...]            # per GPU: GPU equivalents free
+    utilization: tuple[float | None, ...]       # 0..1
+    thermal_headroom: tuple[float | None, ...]  # degrees C below slowdown
+    power_headroom: tuple[float | None, ...]    # 0..1 of the power limit
+    free_units: float                  # over usable GPUs
+    total_units: float                 # GPUs that are not unhealthy
+    idle_gpus: int                     # usable GPUs with nothing on them
+    # usable whole GPUs whose use the agent does not tell (no assigned)
+    passthrough_unknown: tuple[GpuFacts, ...]
+    mean_utilization: float | None     # over usable GPUs
+    max_thermal_headroom: float | None
+    max_power_headroom: float | None
+    health_groups: dict[int, tuple[str, ...]]
+    # policy -> order(policy), filled on first use
+    orders: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def host(self) -> str:
+        return self.facts.host
+
+    @property
+    def gpus(self) -> tuple[GpuFacts, ...]:
+        return self.facts.gpus
+
+    @property
+    def by_provider(self) -> dict[str, GpuFacts]:
+        return self.facts.by_provider
+
+    def groups(self, family: str) -> dict[Any, tuple[str, ...]]:
+        """{fact: provider UUIDs} of a filter family."""
+        if family == FAMILY_HEALTH:
+            return self.health_groups
+        return self.facts.groups[family]
+
+    def order(self, policy: str) -> tuple[dict[str, float], tuple[str, ...]]:
+        """(provider -> rank, providers best GPU first) for a policy.
+
+        Healthy GPUs before degraded ones, those before unhealthy ones;
+        the root provider ranks last.  KeyError for an unknown policy.
+        """
+        found = self.orders.get(policy)
+        if found is None:
+            found = self.orders[policy] = self._order(policy)
+        return found
+
+    def _order(self, policy: str) -> tuple[dict, tuple]:
+        if policy == 'spread':
+            def key(g):
+                return (self.health_rank[g.index], -self.free[g.index],
+                        g.pci_address)
+        elif policy == 'pack':
+            def key(g):
+                return (self.health_rank[g.index], self.free[g.index],
+                        g.pci_address)
+        elif policy == 'coolest':
+            def key(g):
+                headroom = self.thermal_headroom[g.index]
+                return (self.health_rank[g.index],
+                        -(headroom if headroom is not None
+                          else -ORDER_LAST), g.pci_address)
+        elif policy == 'least_loaded':
+            def key(g):
+                used = self.utilization[g.index]
+                return (self.health_rank[g.index],
+                        used if used is not None else ORDER_LAST,
+                        g.pci_address)
+        else:
+            raise KeyError(policy)
+        ordered = sorted(self.facts.gpus, key=key)
+        ranks = {}
+        root = self.facts.root_provider_uuid
+        if root:
+            ranks[root] = ORDER_LAST
+        for rank, gpu in enumerate(ordered):
+            for rp in gpu.provider_uuids:
+                ranks[rp] = rank
+        return ranks, tuple(rp for g in ordered for rp in g.provider_uuids)
+
+    def payload(self) -> dict[str, Any]:
+        """The host's state as one protocol 1.0 payload (tools, CLI)."""
+        facts = self.facts
+        return {
+            'version': schema.VERSION_1_0, 'host': facts.host,
+            'nodename': facts.nodename, 'generated_at': self.generated_at,
+            'agent_mode': facts.agent_mode,
+            'root_provider_uuid': facts.root_provider_uuid,
+            'gpus': [{**gpu.source, **dynamic} for gpu, dynamic
+                     in zip(facts.gpus, self.dynamic)]}
+
+
+def _headrooms(values: dict | None) -> tuple:
+    """(utilization 0..1, thermal headroom, power headroom) or Nones."""
+    if not values:
+        return None, None, None
+    get = values.get
+    util = get('utilization_pct')
+    temp = get('temperature_c')
+    watts = get('power_w')
+    limit = get('power_limit_w')
+    if util is not None:
+        util = util / 100.0
+    if temp is not None:
+        temp = (get('slowdown_temperature_c') or DEFAULT_SLOWDOWN_C) - temp
+    if watts is None or not limit:
+        watts = None
+    else:
+        watts = max(0.0, (limit - watts) / limit)
+    return util, temp, watts
+
+
+def host_record(facts: HostFacts, dynamic: list, *, generated_at: float,
+                received_at: float, seq: int | None) -> HostRecord:
+    """The HostRecord of validated per-GPU health, assigned and metrics.
+
+    :param dynamic: per GPU of ``facts`` (same order), a dict with
+        ``health``, optionally ``assigned`` and ``metrics``.
+    """
+    ranks, free, utils, temps, powers = [], [], [], [], []
+    passthrough = []
+    util_sum, util_count = 0.0, 0
+    thermal = power = None
+    for gpu, state in zip(facts.gpus, dynamic):
+        rank = schema.HEALTH_RANK[state['health']['state']]
+        assigned = state.get('assigned')
+        units = gpu.capacity
+        if rank == 2 or (assigned and gpu.whole):
+            units = 0.0
+        util, temp, watts = _headrooms(state.get('metrics'))
+        ranks.append(rank)
+        free.append(units)
+        utils.append(util)
+        temps.append(temp)
+        powers.append(watts)
+        if rank < 2:
+            if (assigned is None and gpu.mode == naming.MODE_PASSTHROUGH
+                    and gpu.provider_uuids):
+                passthrough.append(gpu)
+            if util is not None:
+                util_sum += util
+                util_count += 1
+            if temp is not None and (thermal is None or temp > thermal):
+                thermal = temp
+            if watts is not None and (power is None or watts > power):
+                power = watts
+    usable = [i for i, rank in enumerate(ranks) if rank < 2]
+    health_groups: dict[int, list[str]] = {}
+    for gpu, rank in zip(facts.gpus, ranks):
+        health_groups.setdefault(rank, []).extend(gpu.provider_uuids)
+    return HostRecord(
+        facts=facts, generated_at=float(generated_at),
+        received_at=received_at, seq=seq, dynamic=tuple(dynamic),
+        health_rank=tuple(ranks), free=tuple(free),
+        utilization=tuple(utils), thermal_headroom=tuple(temps),
+        power_headroom=tuple(powers),
+        free_units=sum(free[i] for i in usable),
+        total_units=float(len(usable)),
+        idle_gpus=sum(1 for i in usable if free[i] >= 1.0),
+        passthrough_unknown=tuple(passthrough),
+        mean_utilization=util_sum / util_count if util_count else None,
+        max_thermal_headroom=thermal, max_power_headroom=power,
+        health_groups={rank: tuple(rps)
+                       for rank, rps in health_groups.items()})
