@@ -21,6 +21,7 @@ from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
 import yaml
 
+from gpu_nova_ext.agent import payload as agent_payload
 from gpu_nova_ext import conf as gconf
 from gpu_nova_ext import naming
 from gpu_nova_ext.simulate import scenario as scn
@@ -79,6 +80,8 @@ class SimulatedHost:
         self.payload: dict[str, Any] | None = None
         self.inventory = None
         self.agent_up = True
+        # the agent's protocol 1.1 message sequence
+        self.publisher = agent_payload.Publisher()
         self.last_cast = 0.0
         self._caps = self._index_caps()
 
@@ -339,7 +342,6 @@ class SimulatedHost:
 
         Discover, report to Placement, build the state payload.
         """
-        from gpu_nova_ext.agent import payload as agent_payload
         from gpu_nova_ext.inventory import manager
         self.save_state()
         inventory = manager.discover(self.conf,

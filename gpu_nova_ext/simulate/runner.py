@@ -12,9 +12,10 @@ Phases (each reported through the ``progress`` callback):
    simulated clock.
 3. **hosts**: per host, the providers nova-compute would create
    (:mod:`gpu_nova_ext.simulate.novalike`), then one real agent cycle
-   (:mod:`gpu_nova_ext.simulate.host`) whose state payload goes into the
-   state cache through its ingestion path (``cache.update``), as the state
-   channel's endpoint hands it over.
+   (:mod:`gpu_nova_ext.simulate.host`) whose state messages (protocol 1.1,
+   from the agent's own publisher) go into the state cache through its
+   ingestion path (``cache.update``), as the state channel's endpoint
+   hands them over.
 4. **steps**: boots (:mod:`gpu_nova_ext.simulate.scheduling`), events,
    deletes, then the ``workload:`` generator.  Each step takes
    ``step_seconds`` on the simulated clock (:class:`SimClock`); agents
@@ -33,6 +34,7 @@ from typing import Any
 
 from oslo_log import log as logging
 
+from gpu_nova_ext.agent import payload as agent_payload
 from gpu_nova_ext.simulate import host as sim_host
 from gpu_nova_ext.simulate import metrics
 from gpu_nova_ext.simulate import nova_env
@@ -204,13 +206,18 @@ class Simulation:
                                      for h in self.hosts.values())))
 
     def _cast(self, cache, host: sim_host.SimulatedHost) -> None:
-        """Hand the host's payload to the state cache.
+        """Hand the host's state messages to the state cache.
 
-        The RPC endpoint's path; a rejected payload stops the run (a bug).
+        What the real agent casts (protocol 1.1: facts when they changed,
+        metrics every time, from its :class:`Publisher`), through the RPC
+        endpoint's path; a rejected message stops the run (a bug).
         """
-        if not cache.update(host.payload):
-            raise RuntimeError('the state cache rejected the GPU state of '
-                               '%s (see the warning above)' % host.name)
+        for message in host.publisher.messages(host.payload):
+            if not cache.update(message):
+                raise RuntimeError(
+                    'the state cache rejected the GPU state (%s message) '
+                    'of %s (see the warning above)'
+                    % (message.get('kind'), host.name))
         host.last_cast = self.clock.now
 
     # -- steps -------------------------------------------------------------
@@ -338,6 +345,8 @@ class Simulation:
         if step.agent is not None:
             host.agent_up = step.agent == 'up'
             if host.agent_up:
+                # a restarted agent: its message sequence starts afresh
+                host.publisher = agent_payload.Publisher()
                 host.cycle(self.clock.wall())
                 self._cast(cache, host)
             what = 'agent %s' % step.agent
