@@ -133,13 +133,19 @@ class AgentService:
         self.last_result = result
         return result
 
-    def _reuse_provider_uuids(self, inventory):
-        """Give ``inventory`` what the last Placement report found out."""
-        if self.last_inventory is None:
+    def _reuse_provider_uuids(self, inventory, source=None,
+                              force: bool = False):
+        """Give ``inventory`` what a Placement report found out.
+
+        :param source: the reported inventory (default: the last one).
+        :param force: overwrite what ``inventory`` holds already.
+        """
+        source = source or self.last_inventory
+        if source is None or source is inventory:
             return
         for gpu in inventory.gpus:
-            old = self.last_inventory.gpu(gpu.pci_address)
-            if old is not None and not gpu.provider_uuids:
+            old = source.gpu(gpu.pci_address)
+            if old is not None and (force or not gpu.provider_uuids):
                 gpu.provider_uuids = list(old.provider_uuids)
                 gpu.assigned = old.assigned
 
@@ -362,7 +368,13 @@ class AgentService:
             before = _state_facts(inventory, self.reporter.compute_node)
             self._guarded_cycle(inventory)
             if _state_facts(inventory, self.reporter.compute_node) != before:
-                # the state cast before this report is out of date
+                # the state cast before this report is out of date; a newer
+                # inventory (discovered meanwhile) gets what it found too
+                with self._lock:
+                    if self.last_inventory is not None:
+                        self._reuse_provider_uuids(
+                            self.last_inventory, source=inventory,
+                            force=True)
                 self.request_resend()
 
     def _guarded_cycle(self, inventory) -> None:
