@@ -383,10 +383,10 @@ class AgentService:
                          'the Placement step'):
             self.cycles += 1
             result = self.last_result
-            LOG.info('Cycle done in %(t).2fs: %(n)d change(s), %(w)d write '
-                     'request(s) to Placement',
+            LOG.info('Cycle done in %(t).2fs: %(n)d change(s), %(f)d not '
+                     'applied, %(w)d write request(s) to Placement',
                      {'t': time.monotonic() - start, 'n': len(result.changes),
-                      'w': result.writes})
+                      'f': len(result.not_applied), 'w': result.writes})
         else:
             self.failed_cycles += 1
 
