@@ -103,3 +103,30 @@ class InvalidExtraSpec(GpuNovaExtException):
 
 class ScenarioError(GpuNovaExtException):
     msg_fmt = 'Scenario %(file)s, %(entry)s: %(reason)s'
+
+
+class UnknownHost(GpuNovaExtException):
+    msg_fmt = ('No host %(host)r in %(where)s. Give the name nova-compute '
+               'reports (openstack compute service list --service '
+               'nova-compute).')
+
+
+class ServerGone(GpuNovaExtException):
+    msg_fmt = ('Server %(server)s no longer exists in Nova; nothing to move. '
+               'Check it with openstack server show %(server)s.')
+
+
+class ComputeUnavailable(GpuNovaExtException):
+    msg_fmt = ('The compute API is unreachable%(cloud)s: %(reason)s. Check '
+               'clouds.yaml (--os-cloud, OS_CLOUD, [remediation] cloud) or '
+               'the OS_* variables, and that nova-api runs.')
+
+
+class NovaRefused(GpuNovaExtException):
+    msg_fmt = ('Nova refused to %(action)s server %(server)s: %(reason)s. '
+               '%(fix)s')
+
+
+class UndrainRefused(GpuNovaExtException):
+    msg_fmt = ('Not re-enabling %(host)s: %(reason)s. Upgrade the driver and '
+               'restart gpu-nova-agent there, or check --expect-driver.')

@@ -184,10 +184,15 @@ def normalize_pci_address(address: str) -> str:
 # --- vGPU type names (NVIDIA) ---------------------------------------------
 
 _VGPU_NAME_PREFIX = re.compile(r'^\s*(GRID|NVIDIA)\s+', re.IGNORECASE)
-# A100D-10C, GRID T4-16Q, A16-2B, M60-0B (0 = 512 MiB)
-_VGPU_FB = re.compile(r'-(\d+)([A-Z])$')
-# MIG-backed types name the slice count first: A100D-1-10C, H100XM-3-40C
-_VGPU_MIG = re.compile(r'-\d+-\d+[A-Z]$')
+# NVIDIA's vGPU type names (the type tables of NVIDIA's vGPU user guides):
+#   time-sliced  <board>-<GB><series>[<heads>]   A100D-10C, T4-16Q, M60-0B,
+#                                                P100-2B4, T4-1B4 (4 heads)
+#   MIG-backed   <board>-<slices>-<GB><series>[<attr>]   A100D-1-10C,
+#                H100XM-3-40C, A100-1-5CME (media extensions), DC-1-24CGFX
+# <GB> 0 is 512 MiB (M60-0B).  The series is one letter (A, B, C, Q, ...).
+_MIG_ATTRS = r'(?:ME|NOME|MEALL|GFX)?'
+_VGPU_MIG = re.compile(r'-(\d+)-(\d+)([A-Z])' + _MIG_ATTRS + r'$')
+_VGPU_TIME_SLICED = re.compile(r'-(\d+)([A-Z])(\d*)$')
 _VENDOR_NAME = re.compile(r'^\s*(NVIDIA|AMD|INTEL)\b', re.IGNORECASE)
 
 
@@ -205,15 +210,24 @@ def vgpu_type_name(raw: str | None) -> str | None:
 def vgpu_type_framebuffer_mib(name: str | None) -> int | None:
     """Framebuffer of an NVIDIA vGPU type from its name, when NVML is absent.
 
-    ``A100D-10C`` -> 10240; ``M60-0B`` -> 512; unknown shapes -> None.
+    ``A100D-10C`` -> 10240; ``M60-0B`` -> 512; ``P100-2B4`` (2 GB, four
+    heads) -> 2048; ``A100D-3-40C`` and ``A100-1-5CME`` (MIG-backed) ->
+    40960 and 5120; unknown shapes -> None.  The number in the name is
+    NVIDIA's nominal size (``H100-7-80C`` has 80 GB in its name, 81 in
+    NVIDIA's table): what a flavor's ``gpu:memory_min`` is written against.
     """
     bare = vgpu_type_name(name)
     if not bare:
         return None
-    m = _VGPU_FB.search(bare.upper())
-    if not m:
-        return None
-    gb = int(m.group(1))
+    upper = bare.upper()
+    m = _VGPU_MIG.search(upper)
+    if m:
+        gb = int(m.group(2))
+    else:
+        m = _VGPU_TIME_SLICED.search(upper)
+        if not m:
+            return None
+        gb = int(m.group(1))
     return 512 if gb == 0 else gb * 1024
 
 

@@ -7,19 +7,25 @@ Grafana dashboards work unchanged; health, anomaly scores and vGPU
 instances come as ``gpu_nova_ext_*`` series.  All are gauges (dcgm-exporter's
 counters have no ``_total`` suffix, which a prometheus-client counter would
 add).  The exporter has its own ``CollectorRegistry`` and serves the last
-sample, whatever Placement or the message broker are doing.
+sample, whatever Placement or the message broker are doing, through the
+bounded server of :mod:`metrics_http` (fixed worker pool, idle timeout);
+the exposition is rendered once per sample, not once per scrape.
 """
 import threading
 from typing import Iterable
 
 from oslo_log import log as logging
+from oslo_utils import netutils
 from prometheus_client import core
 from prometheus_client import exposition
 from prometheus_client import registry as prom_registry
 
+from gpu_nova_ext.agent import metrics_http
+
 LOG = logging.getLogger(__name__)
 
-LABELS = ('gpu', 'UUID', 'pci_bus_id', 'device', 'modelName', 'Hostname')
+LABELS = ('gpu', 'UUID', 'pci_bus_id', 'device', 'modelName', 'Hostname',
+          'instance_uuid')
 
 #: sample metric key -> (dcgm-exporter name, help, scale)
 DCGM_METRICS = (
@@ -91,6 +97,31 @@ DCGM_METRICS = (
      'Whether remapping of rows has failed.', 1),
 )
 
+#: AMD GPUs: sample metric key -> (AMD device-metrics-exporter name, help);
+#: these replace the DCGM series of the same key, the other keys keep
+#: their DCGM name.  Units as AMD's exporter: percent, MB, Celsius, W.
+AMD_METRICS = {
+    'utilization_pct': ('gpu_gfx_activity',
+                        'Graphics engine usage percentage (0 - 100).'),
+    'memory_utilization_pct': ('gpu_umc_activity',
+                               'Memory engine usage percentage (0 - 100).'),
+    'memory_used_mib': ('gpu_used_vram', 'Used VRAM (in MB).'),
+    'memory_total_mib': ('gpu_total_vram', 'Total VRAM (in MB).'),
+    'memory_free_mib': ('gpu_free_vram', 'Free VRAM (in MB).'),
+    'temperature_c': ('gpu_edge_temperature',
+                      'Edge temperature value in Celsius.'),
+    'junction_temperature_c': ('gpu_junction_temperature',
+                               'Hotspot (aka junction) temperature value '
+                               'in Celsius.'),
+    'memory_temperature_c': ('gpu_memory_temperature',
+                             'Memory temperature value in Celsius.'),
+    'power_w': ('gpu_power_usage', 'Power usage in Watts.'),
+    'ecc_sbe_volatile': ('gpu_ecc_correct_total',
+                         'Correctable RAS errors, all blocks.'),
+    'ecc_dbe_volatile': ('gpu_ecc_uncorrect_total',
+                         'Uncorrectable RAS errors, all blocks.'),
+}
+
 HEALTH_CODES = {'healthy': 0, 'degraded': 1, 'unhealthy': 2}
 
 
@@ -113,18 +144,32 @@ class _Collector(prom_registry.Collector):
         for entry in snapshot:
             sample = entry['sample']
             labels = (str(sample.index), sample.uuid or '', sample.bus_id,
-                      'nvidia%d' % sample.index, sample.name or '', host)
+                      sample.device or 'nvidia%d' % sample.index,
+                      sample.name or '', host, sample.instance_uuid or '')
             metrics = sample.metrics
+            amd = sample.vendor == 'amd'
             for key, name, doc, scale in DCGM_METRICS:
                 value = metrics.get(key)
-                if value is not None:
-                    family(name, doc).add_metric(labels, value * scale)
-            family('DCGM_FI_DEV_XID_ERRORS',
-                   'Value of the last XID error encountered.').add_metric(
-                       labels, metrics.get('xid_last', 0))
-            family('gpu_nova_ext_xid_events',
-                   'XID events seen since the agent started.').add_metric(
-                       labels, metrics.get('xid_count', 0))
+                if value is None:
+                    continue
+                if amd and key in AMD_METRICS:
+                    name, doc = AMD_METRICS[key]
+                    scale = 1
+                family(name, doc).add_metric(labels, value * scale)
+            if amd and 'junction_temperature_c' in metrics:
+                family(*AMD_METRICS['junction_temperature_c']).add_metric(
+                    labels, metrics['junction_temperature_c'])
+            if sample.vendor == 'nvidia':
+                family('DCGM_FI_DEV_XID_ERRORS',
+                       'Value of the last XID error encountered.'
+                       ).add_metric(labels, metrics.get('xid_last', 0))
+                family('gpu_nova_ext_xid_events',
+                       'XID events seen since the agent started.'
+                       ).add_metric(labels, metrics.get('xid_count', 0))
+            if 'thermal_throttle' in metrics:
+                family('gpu_nova_ext_thermal_throttle',
+                       '1 while the GPU throttles for temperature.'
+                       ).add_metric(labels, metrics['thermal_throttle'])
             state = entry.get('state', 'healthy')
             fam = family('gpu_nova_ext_health_state',
                          'GPU health: 1 for the current state.', ('state',))
@@ -134,7 +179,7 @@ class _Collector(prom_registry.Collector):
                    'GPU health: 0 healthy, 1 degraded, 2 unhealthy.'
                    ).add_metric(labels, HEALTH_CODES.get(state, 2))
             family('gpu_nova_ext_gpu_lost',
-                   '1 when NVML reports the GPU lost.').add_metric(
+                   '1 when NVML or sysfs report the GPU lost.').add_metric(
                        labels, int(sample.lost))
             fam = family('gpu_nova_ext_anomaly_score',
                          'Deviation of a metric from its learned baseline '
@@ -151,8 +196,11 @@ class _Collector(prom_registry.Collector):
                          ('vgpu_instance', 'vgpu_type'))
             for vgpu in sample.vgpus:
                 if 'sm_util_pct' in vgpu:
-                    fam.add_metric(labels + (str(vgpu['instance']),
-                                             vgpu['type']),
+                    # the server using this vGPU, not the GPU's
+                    vlabels = labels[:-1] + (vgpu.get('instance_uuid')
+                                             or '',)
+                    fam.add_metric(vlabels + (str(vgpu['instance']),
+                                              vgpu['type']),
                                    vgpu['sm_util_pct'])
         stats = self._exporter.stats
         yield from families.values()
@@ -169,21 +217,38 @@ class _Collector(prom_registry.Collector):
         yield fam
 
 
-class Exporter:
-    """Serves the latest samples on ``bind_host:port`` (0: ephemeral)."""
+def management_address() -> str:
+    """This host's management address, as Nova's ``[DEFAULT] my_ip``.
 
-    def __init__(self, hostname: str, bind_host: str = '127.0.0.1',
-                 port: int = 0):
+    The address of the interface that holds the default IPv4 route
+    (:func:`oslo_utils.netutils.get_my_ipv4`, the default of Nova's
+    ``my_ip``); 127.0.0.1 when there is none.
+    """
+    return netutils.get_my_ipv4()
+
+
+class Exporter:
+    """Serves the latest samples on ``bind_host:port`` (0: ephemeral).
+
+    ``bind_host`` None is :func:`management_address`.
+    """
+
+    def __init__(self, hostname: str, bind_host: str | None = '127.0.0.1',
+                 port: int = 0, workers: int = 4,
+                 idle_timeout: float = 10.0, max_connections: int = 128):
         self.hostname = hostname
-        self.bind_host = bind_host
+        self.bind_host = bind_host or management_address()
         self.requested_port = port
+        self.workers = workers
+        self.idle_timeout = idle_timeout
+        self.max_connections = max_connections
         self.registry = prom_registry.CollectorRegistry(auto_describe=False)
         self.registry.register(_Collector(self))
         self.stats: dict = {}
         self._lock = threading.Lock()
         self._snapshot: list[dict] = []
+        self._rendered: tuple[int, bytes] | None = None
         self._server = None
-        self._thread = None
 
     def update(self, entries: list[dict], duration: float | None = None,
                ) -> None:
@@ -198,21 +263,36 @@ class Exporter:
             return list(self._snapshot)
 
     def render(self) -> str:
-        return exposition.generate_latest(self.registry).decode()
+        return self.body().decode()
+
+    def body(self) -> bytes:
+        """The exposition of the last sample, rendered once per sample."""
+        with self._lock:
+            count = self.stats.get('count', 0)
+            cached = self._rendered
+        if cached is not None and cached[0] == count:
+            return cached[1]
+        body = exposition.generate_latest(self.registry)
+        with self._lock:
+            self._rendered = (count, body)
+        return body
 
     @property
     def port(self) -> int | None:
-        return self._server.server_port if self._server else None
+        return self._server.port if self._server else None
 
     def start(self) -> None:
-        self._server, self._thread = exposition.start_http_server(
-            self.requested_port, addr=self.bind_host, registry=self.registry)
-        LOG.info('Prometheus exporter listening on %(host)s:%(port)d',
-                 {'host': self.bind_host, 'port': self.port})
+        self._server = metrics_http.MetricsServer(
+            self.bind_host, self.requested_port, self.body,
+            workers=self.workers, idle_timeout=self.idle_timeout,
+            max_connections=self.max_connections)
+        self._server.start()
+        LOG.info('Prometheus exporter listening on %(host)s:%(port)d '
+                 '(%(workers)d workers)', {'host': self.bind_host,
+                                           'port': self.port,
+                                           'workers': self.workers})
 
     def stop(self) -> None:
         if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._thread.join(5)
-            self._server = self._thread = None
+            self._server.stop()
+            self._server = None

@@ -7,8 +7,11 @@ then stays for ``[health] xid_quiet_period`` before its recovery period
 starts.  The state is the worst severity among held causes, so a GPU
 degrades or fails at once and recovers only after a quiet time: a noisy
 signal that crosses a threshold back and forth does not make it flap.
-``unhealthy`` needs a fatal cause (fatal XID, uncorrectable ECC, row-remap
-failure, temperature at shutdown, GPU lost); every other cause degrades.
+``unhealthy`` needs a fatal cause (fatal XID, uncorrectable ECC or AMD RAS
+errors, row-remap failure, temperature at shutdown, GPU lost); every other
+cause (thermal throttling, temperature at the slowdown threshold, ...)
+degrades.  NVIDIA, AMD and Intel samples carry the same metric keys, so
+the same rules, hysteresis and recovery apply to all three.
 Operators pin GPUs with ``[health] pinned_unhealthy``/``pinned_healthy``.
 """
 import dataclasses
@@ -137,7 +140,9 @@ class HealthJudge:
         """(severity, reason, extra hold seconds) seen in one sample."""
         out = []
         if sample.lost:
-            out.append((UNHEALTHY, 'GPU lost (NVML: GPU is lost)', 0.0))
+            out.append((UNHEALTHY, 'GPU lost (NVML: GPU is lost)'
+                        if sample.vendor == 'nvidia' else
+                        'GPU lost (gone from sysfs)', 0.0))
         for xid in sample.xids:
             text = XID_DESCRIPTIONS.get(xid, 'see NVIDIA XID catalogue')
             if xid in self.fatal_xids:
@@ -152,7 +157,9 @@ class HealthJudge:
                           {'gpu': sample.pci_address, 'xid': xid})
         m = sample.metrics
         if m.get('ecc_dbe_volatile'):
-            out.append((UNHEALTHY, 'uncorrectable ECC errors', 0.0))
+            out.append((UNHEALTHY, 'uncorrectable ECC errors'
+                        if sample.vendor == 'nvidia' else
+                        'uncorrectable RAS errors', 0.0))
         if m.get('remap_failure'):
             out.append((UNHEALTHY, 'row remapping failure', 0.0))
         if m.get('remapped_rows_pending'):
@@ -161,11 +168,14 @@ class HealthJudge:
         if m.get('retired_pages_pending'):
             out.append((DEGRADED, 'pages pending retirement (reset needed)',
                         0.0))
+        if m.get('thermal_throttle'):
+            out.append((DEGRADED, 'thermal throttling', 0.0))
         out.extend(self._thermal(sample))
         st = self._gpus.get(sample.pci_address)
         if (sample.errors and not sample.lost and st is not None
                 and st.error_samples >= NVML_ERROR_SAMPLES):
-            out.append((DEGRADED, 'NVML errors', 0.0))
+            out.append((DEGRADED, 'NVML errors' if sample.vendor == 'nvidia'
+                        else 'sysfs read errors', 0.0))
         for metric in anomalies:
             out.append((DEGRADED, 'anomaly: %s' % metric, 0.0))
         return out

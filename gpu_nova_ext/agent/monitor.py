@@ -1,6 +1,7 @@
 """The health monitor: sampler + anomaly detector + judge + exporter.
 
-A native thread samples every GPU through NVML at ``[agent]
+A native thread samples every GPU (NVIDIA through NVML, AMD and Intel
+through sysfs) at ``[agent]
 metrics_interval``, learns baselines, judges health and publishes the
 result to the Prometheus exporter.  A health change is logged (one line),
 sent as a ``gpu.health.update`` notification and reported to the agent
@@ -15,10 +16,11 @@ from typing import Callable
 from oslo_log import log as logging
 
 from gpu_nova_ext.agent import anomaly as anomaly_mod
+from gpu_nova_ext.agent import attribution as attribution_mod
 from gpu_nova_ext.agent import exporter as exporter_mod
 from gpu_nova_ext.agent import health as health_mod
 from gpu_nova_ext.agent import notifications
-from gpu_nova_ext.agent import sampler as sampler_mod
+from gpu_nova_ext.agent import samplers
 from gpu_nova_ext.inventory import base
 from gpu_nova_ext import naming
 
@@ -38,7 +40,8 @@ class HealthMonitor:
     :param host: host name for notifications and exporter labels
         (default ``[DEFAULT] host``).
     :param sampler: an object with ``open()``, ``sample()`` and ``close()``
-        (default :class:`~gpu_nova_ext.agent.sampler.NvmlSampler`).
+        (default :class:`~gpu_nova_ext.agent.samplers.AllVendors`: NVML
+        for NVIDIA, sysfs for AMD and Intel).
     :param clock: monotonic clock used by the judge and the anomaly
         detector (tests pass ``now`` to :meth:`sample_once` instead).
     :param notifier: default a
@@ -53,8 +56,11 @@ class HealthMonitor:
         self.on_change = on_change
         self.host = host or conf.host
         self._clock = clock
-        self.sampler = sampler or sampler_mod.NvmlSampler(clock=clock)
+        self.sampler = sampler or samplers.AllVendors(
+            conf.agent.sysfs_root, clock=clock)
         self.judge = health_mod.HealthJudge(conf, clock=clock)
+        self.attribution = attribution_mod.Attribution(
+            conf.agent.libvirt_uri)
         self.detector = anomaly_mod.AnomalyDetector.from_conf(conf)
         self.notifier = notifier or notifications.HealthNotifier(
             conf, self.host)
@@ -62,7 +68,10 @@ class HealthMonitor:
         if conf.agent.prometheus_port:
             self.exporter = exporter_mod.Exporter(
                 self.host, conf.agent.prometheus_bind_host,
-                conf.agent.prometheus_port)
+                conf.agent.prometheus_port,
+                workers=conf.agent.prometheus_workers,
+                idle_timeout=conf.agent.prometheus_idle_timeout,
+                max_connections=conf.agent.prometheus_max_connections)
         self._opened = False
         self._open_failed_at = None
         self._latest: dict[str, tuple] = {}
@@ -93,7 +102,7 @@ class HealthMonitor:
                           '%(port)s: %(error)s; fix [agent] '
                           'prometheus_bind_host/prometheus_port.  '
                           'Sampling and health continue without it.',
-                          {'host': self.conf.agent.prometheus_bind_host,
+                          {'host': self.exporter.bind_host,
                            'port': self.conf.agent.prometheus_port,
                            'error': exc})
         self._stop.clear()
@@ -114,6 +123,7 @@ class HealthMonitor:
             if self._opened:
                 self.sampler.close()
                 self._opened = False
+            self.attribution.close()
 
     def _run(self) -> None:
         interval = self.conf.agent.metrics_interval
@@ -141,8 +151,9 @@ class HealthMonitor:
             self.sampler.open()
         except Exception as exc:
             if self._open_failed_at is None:
-                LOG.warning('NVML is not available (%s): no GPU metrics or '
-                            'health until it is (retrying every %d s)',
+                LOG.warning('No GPU sampler is available (%s): no GPU '
+                            'metrics or health until one is (retrying '
+                            'every %d s)',
                             exc, REOPEN_INTERVAL_S)
             self._open_failed_at = now
             return False
@@ -160,6 +171,7 @@ class HealthMonitor:
                 return []
             started = time.perf_counter()
             samples = self.sampler.sample()
+            self.attribution.annotate(samples, now)
             verdicts, entries, changes = [], [], []
             for sample in samples:
                 key = sample.pci_address

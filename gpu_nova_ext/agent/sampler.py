@@ -18,11 +18,12 @@ from typing import Any, Callable
 
 from oslo_log import log as logging
 
+from gpu_nova_ext.agent import nvml_readers
 from gpu_nova_ext import naming
 
 LOG = logging.getLogger(__name__)
 
-MIB = 1024 * 1024
+MIB = nvml_readers.MIB
 STATIC_REFRESH_S = 60.0
 
 
@@ -46,6 +47,13 @@ class GpuSample:
     lost: bool = False
     errors: dict[str, str] = dataclasses.field(default_factory=dict)
     vgpus: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    vendor: str = 'nvidia'
+    #: the exporter's ``device`` label (``nvidia0``, ``card1``); None is
+    #: ``nvidia<index>``
+    device: str | None = None
+    #: Nova instance UUID of the server using the GPU (passthrough), and
+    #: per vGPU entry under ``instance_uuid``; filled by attribution
+    instance_uuid: str | None = None
 
 
 class _Device:
@@ -64,6 +72,8 @@ class _Device:
         self.xid_count = 0
         self.xid_last = 0
         self.vgpu_types: dict[int, str] = {}
+        # vGPU instance -> (mdev UUID, VM ID): the server it belongs to
+        self.vgpu_vms: dict[int, tuple[str | None, str | None]] = {}
         self.vgpu_ts = 0
 
 
@@ -117,8 +127,8 @@ class NvmlSampler:
                       bus_id, nvml.nvmlDeviceGetUUID(handle),
                       nvml.nvmlDeviceGetName(handle))
         dev.readers = [(name, list(alternatives))
-                       for name, alternatives in _readers(nvml)]
-        dev.fields = list(_fields(nvml))
+                       for name, alternatives in nvml_readers.readers(nvml)]
+        dev.fields = list(nvml_readers.fields(nvml))
         return dev
 
     def _open_events(self, nvml) -> None:
@@ -264,7 +274,7 @@ class NvmlSampler:
             fid, key, scale = field
             ret = value.nvmlReturn
             if ret == nvml.NVML_SUCCESS:
-                metrics[key] = _field_value(value) * scale
+                metrics[key] = nvml_readers.field_value(value) * scale
                 keep.append(field)
             elif ret == nvml.NVML_ERROR_GPU_IS_LOST:
                 raise nvml.NVMLError(ret)
@@ -315,7 +325,11 @@ class NvmlSampler:
                 except nvml.NVMLError:
                     type_name = ''
                 dev.vgpu_types[inst] = type_name
-            entry = {'instance': int(inst), 'type': type_name}
+            if inst not in dev.vgpu_vms:
+                dev.vgpu_vms[inst] = _vgpu_vm(nvml, inst)
+            mdev_uuid, vm_id = dev.vgpu_vms[inst]
+            entry = {'instance': int(inst), 'type': type_name,
+                     'mdev_uuid': mdev_uuid, 'vm_id': vm_id}
             s = util.get(inst)
             if s is not None:
                 entry['sm_util_pct'] = s.smUtil.uiVal
@@ -357,126 +371,24 @@ class NvmlSampler:
             xids.setdefault(dev.index, []).append(int(data.eventData))
 
 
+def _vgpu_vm(nvml, inst) -> tuple[str | None, str | None]:
+    """(mdev UUID, VM ID) of a vGPU instance; None where NVML has none.
+
+    On KVM the VM ID is the domain's UUID, which Nova makes the instance
+    UUID; the mdev UUID is the one in the domain's ``<hostdev>``.
+    """
+    out = []
+    for call in (lambda: nvml.nvmlVgpuInstanceGetMdevUUID(inst),
+                 lambda: nvml.nvmlVgpuInstanceGetVmID(inst)[0]):
+        try:
+            value = call()
+        except (nvml.NVMLError, AttributeError):
+            value = None
+        if isinstance(value, bytes):
+            value = value.decode(errors='replace')
+        out.append(value or None)
+    return out[0], out[1]
+
+
 def _address(handle) -> int | None:
     return ctypes.cast(handle, ctypes.c_void_p).value
-
-
-def _field_value(value) -> float:
-    vtype = value.valueType
-    v = value.value
-    if vtype == 0:
-        return v.dVal
-    if vtype == 1:
-        return v.uiVal
-    if vtype == 2:
-        return v.ulVal
-    if vtype == 3:
-        return v.ullVal
-    if vtype == 4:
-        return v.sllVal
-    if vtype == 5:
-        return v.siVal
-    return v.usVal
-
-
-def _fields(nvml):
-    """(field id, metric key, scale) read in one nvmlDeviceGetFieldValues."""
-    return (
-        (nvml.NVML_FI_DEV_MEMORY_TEMP, 'memory_temperature_c', 1),
-        (nvml.NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION, 'energy_j', 0.001),
-        (nvml.NVML_FI_DEV_PCIE_REPLAY_COUNTER, 'pcie_replay_count', 1),
-        (nvml.NVML_FI_DEV_ECC_SBE_VOL_TOTAL, 'ecc_sbe_volatile', 1),
-        (nvml.NVML_FI_DEV_ECC_DBE_VOL_TOTAL, 'ecc_dbe_volatile', 1),
-        (nvml.NVML_FI_DEV_ECC_SBE_AGG_TOTAL, 'ecc_sbe_aggregate', 1),
-        (nvml.NVML_FI_DEV_ECC_DBE_AGG_TOTAL, 'ecc_dbe_aggregate', 1),
-        (nvml.NVML_FI_DEV_RETIRED_SBE, 'retired_pages_sbe', 1),
-        (nvml.NVML_FI_DEV_RETIRED_DBE, 'retired_pages_dbe', 1),
-        (nvml.NVML_FI_DEV_RETIRED_PENDING, 'retired_pages_pending', 1),
-        (nvml.NVML_FI_DEV_REMAPPED_COR, 'remapped_rows_correctable', 1),
-        (nvml.NVML_FI_DEV_REMAPPED_UNC, 'remapped_rows_uncorrectable', 1),
-        (nvml.NVML_FI_DEV_REMAPPED_PENDING, 'remapped_rows_pending', 1),
-        (nvml.NVML_FI_DEV_REMAPPED_FAILURE, 'remap_failure', 1),
-    )
-
-
-def _readers(nvml):
-    """(metric group, [reader, older alternative, ...]) per GPU."""
-
-    def utilization(n, h):
-        u = n.nvmlDeviceGetUtilizationRates(h)
-        return {'utilization_pct': u.gpu, 'memory_utilization_pct': u.memory}
-
-    def memory_v2(n, h):
-        m = n.nvmlDeviceGetMemoryInfo(h, n.nvmlMemory_v2)
-        return {'memory_used_mib': m.used // MIB,
-                'memory_free_mib': m.free // MIB,
-                'memory_reserved_mib': m.reserved // MIB}
-
-    def memory_v1(n, h):
-        m = n.nvmlDeviceGetMemoryInfo(h)
-        return {'memory_used_mib': m.used // MIB,
-                'memory_free_mib': m.free // MIB}
-
-    def temperature_v(n, h):
-        return {'temperature_c': n.nvmlDeviceGetTemperatureV(
-            h, n.NVML_TEMPERATURE_GPU)}
-
-    def temperature(n, h):
-        return {'temperature_c': n.nvmlDeviceGetTemperature(
-            h, n.NVML_TEMPERATURE_GPU)}
-
-    def power(n, h):
-        return {'power_w': n.nvmlDeviceGetPowerUsage(h) / 1000.0}
-
-    def sm_clock(n, h):
-        return {'sm_clock_mhz': n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM)}
-
-    def mem_clock(n, h):
-        return {'memory_clock_mhz': n.nvmlDeviceGetClockInfo(
-            h, n.NVML_CLOCK_MEM)}
-
-    def event_reasons(n, h):
-        return {'clocks_event_reasons':
-                n.nvmlDeviceGetCurrentClocksEventReasons(h)}
-
-    def throttle_reasons(n, h):
-        return {'clocks_event_reasons':
-                n.nvmlDeviceGetCurrentClocksThrottleReasons(h)}
-
-    def pstate(n, h):
-        return {'pstate': n.nvmlDeviceGetPerformanceState(h)}
-
-    def fan(n, h):
-        return {'fan_speed_pct': n.nvmlDeviceGetFanSpeed(h)}
-
-    def pcie_tx(n, h):
-        return {'pcie_tx_kbps': n.nvmlDeviceGetPcieThroughput(
-            h, n.NVML_PCIE_UTIL_TX_BYTES)}
-
-    def pcie_rx(n, h):
-        return {'pcie_rx_kbps': n.nvmlDeviceGetPcieThroughput(
-            h, n.NVML_PCIE_UTIL_RX_BYTES)}
-
-    def encoder(n, h):
-        return {'encoder_utilization_pct':
-                n.nvmlDeviceGetEncoderUtilization(h)[0]}
-
-    def decoder(n, h):
-        return {'decoder_utilization_pct':
-                n.nvmlDeviceGetDecoderUtilization(h)[0]}
-
-    return (
-        ('utilization', (utilization,)),
-        ('memory', (memory_v2, memory_v1)),
-        ('temperature', (temperature_v, temperature)),
-        ('power', (power,)),
-        ('sm_clock', (sm_clock,)),
-        ('memory_clock', (mem_clock,)),
-        ('clocks_event_reasons', (event_reasons, throttle_reasons)),
-        ('pstate', (pstate,)),
-        ('fan_speed', (fan,)),
-        ('pcie_tx', (pcie_tx,)),
-        ('pcie_rx', (pcie_rx,)),
-        ('encoder', (encoder,)),
-        ('decoder', (decoder,)),
-    )

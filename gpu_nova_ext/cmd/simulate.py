@@ -1,13 +1,17 @@
-"""``gpu-nova-ext simulate [SCENARIO.yaml] [--format table|json]``.
+"""``gpu-nova-ext simulate [SCENARIO.yaml] [--format table|json|csv]``.
 
 Plays a scenario (the shipped one without an argument) on an embedded
 Placement with Nova's scheduler code and our plugins, and prints where each
-server landed and why.  Progress goes to stderr, the result to stdout.
+server landed and why.  ``--compare`` plays it once per policy, side by
+side; ``--plot`` draws GPU allocation against arrived load.  Progress goes
+to stderr (a tqdm bar for long runs), the result to stdout.
 """
 import logging as std_logging
 import sys
 import warnings
 
+from gpu_nova_ext import exception
+from gpu_nova_ext.simulate import policies
 from gpu_nova_ext.simulate import scenario as scn
 
 
@@ -23,9 +27,21 @@ def register(subparsers):
                         scn.SCENARIO_DIR + '/example.yaml'))
     parser.add_argument('scenario', nargs='?', metavar='SCENARIO.yaml',
                         help='Scenario file (default: the shipped one).')
-    parser.add_argument('--format', choices=('table', 'json'),
+    parser.add_argument('--format', choices=('table', 'json', 'csv'),
                         default='table',
-                        help='Result as tables (default) or JSON.')
+                        help='Result as tables (default), JSON, or CSV (one '
+                             'row per server).')
+    parser.add_argument(
+        '--compare', nargs='+', metavar='NAME[=FILE_OR_OVERRIDES]',
+        help='Run the scenario once per policy (same hosts, steps, workload '
+             'and seed) and compare them.  Presets: %s ("nova": Nova\'s own '
+             'filters and weighers without ours); NAME=FILE (a YAML '
+             'nova_conf fragment) or NAME=group.option=value,...'
+             % ', '.join(policies.PRESETS))
+    parser.add_argument(
+        '--plot', metavar='FILE.png',
+        help='Draw GPU allocation rate against arrived load, one line per '
+             'policy (needs matplotlib: pip install gpu-nova-ext[plot]).')
     parser.set_defaults(func=run)
 
 
@@ -55,18 +71,61 @@ def run(args, conf) -> int:
             root.setLevel(level)
 
 
+def _bar(total, desc):
+    import tqdm
+    # disable=None: a bar on a terminal, nothing in a pipe or a log
+    return tqdm.tqdm(total=total, desc=desc, file=sys.stderr, disable=None,
+                     unit=' ' + desc, leave=False)
+
+
+def _policies(args, scenario) -> list[tuple[str | None, scn.Scenario]]:
+    if not args.compare:
+        return [(None, scenario)]
+    if len(args.compare) > policies.MAX_POLICIES:
+        raise exception.ConfigError(reason='--compare takes at most %d '
+                                    'policies' % policies.MAX_POLICIES)
+    out = []
+    for arg in args.compare:
+        try:
+            name, overrides, ours = policies.parse(arg)
+        except policies.PolicyError as exc:
+            raise exception.ConfigError(reason=str(exc))
+        if name in [n for n, _ in out]:
+            raise exception.ConfigError(reason='--compare: policy %s is '
+                                        'given twice' % name)
+        out.append((name, policies.apply(scenario, overrides, ours)))
+    return out
+
+
 def _simulate(args) -> int:
     # imported here: Nova and Placement load in about a second
     from gpu_nova_ext.simulate import output
     from gpu_nova_ext.simulate import runner
 
+    if args.plot:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise exception.ConfigError(reason=(
+                '--plot needs matplotlib, which is not installed: pip '
+                'install "gpu-nova-ext[plot]" (or drop --plot)'))
     scenario = scn.load(args.scenario)
-    _progress('scenario %s: %d hosts, %d flavors, %d steps' % (
+    _progress('scenario %s: %d hosts, %d flavors, %d steps%s' % (
         scenario.path, len(scenario.hosts), len(scenario.flavors),
-        len(scenario.steps)))
-    result = runner.Simulation(scenario, _progress).run()
+        len(scenario.steps), ', a workload' if scenario.workload else ''))
+    results = []
+    for name, variant in _policies(args, scenario):
+        progress = _progress if name is None else (
+            lambda line, name=name: _progress('%s: %s' % (name, line)))
+        results.append(runner.Simulation(variant, progress, _bar,
+                                         name=name).run())
     if args.format == 'json':
-        print(output.to_json(result))
+        print(output.to_json(results))
+    elif args.format == 'csv':
+        print(output.to_csv(results), end='')
     else:
-        print(output.to_table(result))
+        print(output.to_table(results))
+    if args.plot:
+        output.plot(results, args.plot)
+        _progress('plot written to %s' % args.plot)
     return 0

@@ -12,8 +12,9 @@ from gpu_nova_ext.conf import gpu_scheduler
 from gpu_nova_ext.conf import gpu_weights
 from gpu_nova_ext.conf import health
 from gpu_nova_ext.conf import placement
+from gpu_nova_ext.conf import remediation
 
-AGENT_MODULES = (default, agent, placement, health)
+AGENT_MODULES = (default, agent, placement, health, remediation)
 NOVA_MODULES = (gpu_scheduler, gpu_weights)
 
 

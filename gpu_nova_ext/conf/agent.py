@@ -146,9 +146,19 @@ from schedulers that start.  Must match ``[gpu_scheduler] agent_topic``.
 """),
     cfg.HostAddressOpt(
         'prometheus_bind_host',
-        default='0.0.0.0',
         help="""
 Address on which the Prometheus exporter listens.
+
+Unset (the default), it is this host's management address: the address
+of the interface that holds the default IPv4 route, as Nova's
+``[DEFAULT] my_ip`` defaults to (127.0.0.1 when there is none).  The
+metrics name the servers running on each GPU: do not publish them on
+every interface (``0.0.0.0``) of a host whose other networks carry
+tenant traffic.
+
+Related options:
+
+* ``prometheus_port``: 0 disables the exporter.
 """),
     cfg.PortOpt(
         'prometheus_port',
@@ -157,6 +167,35 @@ Address on which the Prometheus exporter listens.
 Port of the Prometheus exporter; 0 disables the exporter.
 
 NVIDIA's dcgm-exporter uses 9400; this default avoids it so both can run.
+"""),
+    cfg.IntOpt(
+        'prometheus_workers',
+        default=4,
+        min=1,
+        max=64,
+        help="""
+Threads that answer Prometheus scrapes.  Requests are read by one thread
+and answered by these; the exposition is rendered once per sample, so a
+few threads serve many parallel scrapers.
+"""),
+    cfg.FloatOpt(
+        'prometheus_idle_timeout',
+        default=10.0,
+        min=0.1,
+        max=300.0,
+        help="""
+Seconds a scrape connection may take to send its request (and the
+exporter to write the answer) before it is closed.  Half-open and slow
+connections are closed after this time instead of being held.
+"""),
+    cfg.IntOpt(
+        'prometheus_max_connections',
+        default=128,
+        min=1,
+        max=10000,
+        help="""
+Connections whose request is not complete yet that the exporter keeps
+open; beyond it the oldest is closed.
 """),
 ]
 

@@ -55,6 +55,8 @@ class Gpu:
     vendor_id: str | None = None           # '10de'
     product_id: str | None = None          # '20b5'
     product_name: str | None = None        # libvirt/NVML product string
+    subsystem_vendor_id: str | None = None  # sysfs: '10de'
+    subsystem_device_id: str | None = None  # sysfs: '14a9' (an A16)
     model: str | None = None               # normalized, e.g. A100_80GB_PCIE
     memory_mib: int | None = None
     uuid: str | None = None
@@ -203,6 +205,8 @@ class HostInventory:
     host: str
     gpus: list[Gpu] = dataclasses.field(default_factory=list)
     warnings: list[str] = dataclasses.field(default_factory=list)
+    #: GPU-vendor PCI functions not offered, and why (INFO lines)
+    notes: list[str] = dataclasses.field(default_factory=list)
 
     def gpu(self, pci_address: str) -> Gpu | None:
         for gpu in self.gpus:
@@ -257,10 +261,17 @@ class InventorySource(abc.ABC):
         self.conf = conf
         #: one line per device skipped or degraded in the last discover()
         self.warnings: list[str] = []
+        #: INFO lines of the last discover(): devices not offered, why
+        self.notes: list[str] = []
 
     def warn(self, msg: str, *args: Any) -> None:
         """Log one warning naming a device and keep it for the inventory."""
         self.warnings.append(log_once(msg, *args))
+
+    def note(self, msg: str, *args: Any) -> None:
+        """Log one INFO line (every discovery) and keep it."""
+        LOG.info(msg, *args)
+        self.notes.append(msg % args if args else msg)
 
     @abc.abstractmethod
     def discover(self) -> dict[str, Gpu]:

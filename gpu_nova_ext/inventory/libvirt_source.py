@@ -1,10 +1,14 @@
 """The ``libvirt`` inventory source: PCI GPUs, SR-IOV VFs, mdev types.
 
 Reads libvirt's node devices (``virsh nodedev-dumpxml`` XML) once per
-discovery: every PCI function and every mediated device.  A PCI function
-is a GPU when its class is display (0x0300 VGA, 0x0302 3D, 0x0380 other)
-and its vendor NVIDIA, AMD or Intel, or when ``[agent] extra_gpu_pci_ids``
-lists its ``vendor:product``.  SR-IOV virtual functions are folded into
+discovery: every PCI function and every mediated device.  Which PCI
+functions are GPUs is :mod:`recognition`'s rule (display or accelerator
+class of a GPU vendor, classless with GPU evidence, ``[agent]
+extra_gpu_pci_ids``); every other function of a GPU vendor is named in
+one INFO line per discovery, saying why.  An address outside the PCI
+ranges (domain 0-0xffff, bus 0-0xff, slot 0-0x1f, function 0-7, as
+Nova's ``nova.pci.devspec`` has them) skips the device with a warning
+naming it.  SR-IOV virtual functions are folded into
 their physical function: one :class:`Gpu` per physical GPU, with the VF
 addresses in ``vfs`` and the mdev types of the GPU and of its VFs in
 ``mdev_types`` (``parent`` says where each is).  NICs, bridges and the
@@ -20,13 +24,15 @@ from oslo_log import log as logging
 
 from gpu_nova_ext import exception
 from gpu_nova_ext.inventory import base
+from gpu_nova_ext.inventory import recognition
 from gpu_nova_ext import naming
 
 LOG = logging.getLogger(__name__)
 
-#: PCI base class/subclass of display controllers
-GPU_PCI_CLASSES = (0x0300, 0x0302, 0x0380)
-_VGA_CLASS = 0x0300
+#: (name, largest value) of the parts of a PCI address, as Nova's
+#: nova.pci.devspec bounds them (MAX_DOMAIN, MAX_BUS, MAX_SLOT, MAX_FUNC)
+PCI_ADDRESS_LIMITS = (('domain', 0xffff), ('bus', 0xff), ('slot', 0x1f),
+                      ('function', 0x7))
 
 
 @dataclasses.dataclass
@@ -65,10 +71,26 @@ def _hex_id(text: str | None) -> str | None:
     return '%04x' % value
 
 
-def _address(elem: ET.Element) -> str:
-    return '%04x:%02x:%02x.%x' % (
-        int(elem.get('domain', '0'), 16), int(elem.get('bus'), 16),
-        int(elem.get('slot'), 16), int(elem.get('function'), 16))
+def pci_address(domain: int | None, bus: int | None, slot: int | None,
+                function: int | None) -> str:
+    """``0000:3b:00.0``; ValueError naming the part outside PCI ranges."""
+    values = (domain or 0, bus, slot, function)
+    for (part, limit), value in zip(PCI_ADDRESS_LIMITS, values):
+        if value is None:
+            raise ValueError('PCI device without %s' % part)
+        if not 0 <= value <= limit:
+            raise ValueError('PCI %s %d is outside 0-%d'
+                             % (part, value, limit))
+    return '%04x:%02x:%02x.%x' % values
+
+
+def address_of(elem: ET.Element) -> str:
+    """``<address domain= bus= slot= function=/>`` (hex) -> PCI address."""
+    def part(name, default=None):
+        text = elem.get(name, default)
+        return int(text, 16) if text is not None else None
+    return pci_address(part('domain', '0'), part('bus'), part('slot'),
+                       part('function'))
 
 
 def _parse_mdev_types(cap: ET.Element, parent: str) -> list[base.MdevType]:
@@ -125,9 +147,7 @@ def _parse_pci(cap: ET.Element, dev: NodeDevice) -> None:
     bus = _int(cap.findtext('bus'))
     slot = _int(cap.findtext('slot'))
     function = _int(cap.findtext('function'))
-    if None in (bus, slot, function):
-        raise ValueError('PCI device without bus/slot/function')
-    dev.address = '%04x:%02x:%02x.%x' % (domain or 0, bus, slot, function)
+    dev.address = pci_address(domain, bus, slot, function)
     klass = _int(cap.findtext('class'), 16)
     dev.class_code = klass >> 8 if klass is not None else None
     vendor = cap.find('vendor')
@@ -148,11 +168,11 @@ def _parse_pci(cap: ET.Element, dev: NodeDevice) -> None:
     for sub in cap.findall('capability'):
         stype = sub.get('type')
         if stype == 'virt_functions':
-            dev.vfs = [_address(a) for a in sub.findall('address')]
+            dev.vfs = [address_of(a) for a in sub.findall('address')]
         elif stype == 'phys_function':
             addr = sub.find('address')
             if addr is not None:
-                dev.phys_function = _address(addr)
+                dev.phys_function = address_of(addr)
         elif stype == 'mdev_types':
             dev.mdev_types = _parse_mdev_types(sub, dev.address)
 
@@ -174,38 +194,43 @@ def _parent_address(parent: str | None) -> str | None:
         return None
 
 
+def why_not_gpu(dev: NodeDevice,
+                extra_ids: frozenset[str] = frozenset()) -> str | None:
+    """None for a GPU (see :mod:`recognition`), else why it is not."""
+    return recognition.why_not_gpu(dev.vendor_id, dev.product_id,
+                                   dev.class_code, bool(dev.mdev_types),
+                                   extra_ids)
+
+
 def is_gpu(dev: NodeDevice, extra_ids: frozenset[str] = frozenset()) -> bool:
-    """True for a display-class function of a GPU vendor, or configured."""
-    if '%s:%s' % (dev.vendor_id, dev.product_id) in extra_ids:
-        return True
-    return (dev.class_code in GPU_PCI_CLASSES
-            and dev.vendor_id in naming.VENDOR_IDS)
+    """True for a PCI function :mod:`recognition` calls a GPU."""
+    return why_not_gpu(dev, extra_ids) is None
 
 
 def build_gpus(devices: list[NodeDevice],
                extra_ids: frozenset[str] = frozenset(),
-               warn=LOG.warning) -> dict[str, base.Gpu]:
-    """Parsed node devices -> one :class:`Gpu` per physical GPU."""
+               warn=LOG.warning, note=LOG.info) -> dict[str, base.Gpu]:
+    """Parsed node devices -> one :class:`Gpu` per physical GPU.
+
+    ``note`` gets one line per GPU-vendor function not offered (and one
+    for all Intel functions of other classes: the chipset); ``warn`` one
+    per device skipped for a fault.
+    """
     gpus: dict[str, base.Gpu] = {}
     vfs: list[NodeDevice] = []
     mdevs: list[NodeDevice] = []
+    not_gpus: list[NodeDevice] = []
     for dev in devices:
         if dev.kind == 'mdev':
             mdevs.append(dev)
             continue
         if dev.kind != 'pci':
             continue
-        if not is_gpu(dev, extra_ids):
-            if (dev.class_code in GPU_PCI_CLASSES
-                    and dev.class_code != _VGA_CLASS):
-                warn('Ignoring PCI device %s (%s): display controller of '
-                     'unknown vendor %s; list %s:%s in [agent] '
-                     'extra_gpu_pci_ids to treat it as a GPU.',
-                     dev.address, dev.product_name or dev.name,
-                     dev.vendor_id, dev.vendor_id, dev.product_id)
-            continue
         if dev.phys_function:
-            vfs.append(dev)
+            vfs.append(dev)               # judged with its PF below
+            continue
+        if not is_gpu(dev, extra_ids):
+            not_gpus.append(dev)
             continue
         vendor = naming.VENDOR_IDS.get(dev.vendor_id)
         if vendor is None:
@@ -227,13 +252,18 @@ def build_gpus(devices: list[NodeDevice],
     for vf in vfs:
         pf = gpus.get(vf.phys_function)
         if pf is None:
-            warn('Ignoring SR-IOV VF %s: its physical function %s is not '
-                 'a GPU libvirt reports.', vf.address, vf.phys_function)
+            if is_gpu(vf, extra_ids):
+                warn('Ignoring SR-IOV VF %s: its physical function %s is '
+                     'not a GPU libvirt reports.', vf.address,
+                     vf.phys_function)
+            else:
+                not_gpus.append(vf)
             continue
         if vf.address not in pf.vfs:
             pf.vfs.append(vf.address)
         owner[vf.address] = pf.pci_address
         pf.mdev_types.extend(vf.mdev_types)
+    report_not_gpus(not_gpus, extra_ids, warn, note)
     for mdev in mdevs:
         parent = _parent_address(mdev.parent)
         gpu_addr = owner.get(parent) if parent else None
@@ -246,6 +276,38 @@ def build_gpus(devices: list[NodeDevice],
     for gpu in gpus.values():
         gpu.vfs.sort()
     return gpus
+
+
+def report_not_gpus(devices: list[NodeDevice], extra_ids, warn,
+                    note) -> None:
+    """Say why each GPU-vendor function in ``devices`` is not offered."""
+    chipset = []
+    for dev in devices:
+        reason = why_not_gpu(dev, extra_ids)
+        if dev.vendor_id not in naming.VENDOR_IDS:
+            if (dev.class_code in recognition.DISPLAY_CLASSES
+                    and dev.class_code != recognition.VGA_CLASS):
+                warn('Ignoring PCI device %s (%s): display controller of '
+                     'unknown vendor %s; list %s:%s in [agent] '
+                     'extra_gpu_pci_ids to treat it as a GPU.',
+                     dev.address, dev.product_name or dev.name,
+                     dev.vendor_id, dev.vendor_id, dev.product_id)
+            continue
+        if (dev.vendor_id == '8086' and dev.class_code is not None
+                and dev.class_code != recognition.ACCELERATOR_CLASS):
+            chipset.append((dev.address, '%s:%s' % (
+                dev.vendor_id, dev.product_id), 'class 0x%04x' % (
+                    dev.class_code)))
+            continue
+        note('PCI device %s (%s:%s, %s) of GPU vendor %s is not offered: '
+             '%s; list %s:%s in [agent] extra_gpu_pci_ids if it is a GPU.',
+             dev.address, dev.vendor_id, dev.product_id,
+             dev.product_name or dev.name,
+             naming.VENDOR_IDS[dev.vendor_id], reason, dev.vendor_id,
+             dev.product_id)
+    line = recognition.not_offered_line(chipset)
+    if line:
+        note('%s', line)
 
 
 class LibvirtSource(base.InventorySource):
@@ -304,7 +366,8 @@ class LibvirtSource(base.InventorySource):
             except (ValueError, SyntaxError) as exc:
                 self.warn('Skipping libvirt node device %s: malformed '
                           'node device XML (%s).', name, exc)
-        return build_gpus(devices, self.extra_ids, warn=self.warn)
+        return build_gpus(devices, self.extra_ids, warn=self.warn,
+                          note=self.note)
 
     def close(self) -> None:
         if self._conn is not None:

@@ -80,12 +80,14 @@ def discover(conf, sources: list[str] | None = None,
     ``[DEFAULT] host``.  Sources are merged by PCI address in the given
     order; each GPU gets its offering mode and offered vGPU type (from the
     nova.conf at ``[agent] nova_config_file``, else its existing mdevs).
-    Devices a source had to skip or degrade are in ``warnings``.
+    Devices a source had to skip or degrade are in ``warnings``;
+    GPU-vendor devices not offered as GPUs, with why, in ``notes``.
     """
     names = list(conf.agent.inventory_sources if sources is None
                  else sources)
     plugins = load_sources(conf, names)
     warnings: list[str] = []
+    notes: list[str] = []
 
     def warn(msg, *args):
         warnings.append(base.log_once(msg, *args))
@@ -95,6 +97,7 @@ def discover(conf, sources: list[str] | None = None,
         for name, plugin in zip(names, plugins):
             gpus = plugin.discover()
             warnings.extend(plugin.warnings)
+            notes.extend(plugin.notes)
             reports.append((name, gpus))
     finally:
         for plugin in plugins:
@@ -102,4 +105,5 @@ def discover(conf, sources: list[str] | None = None,
     inventory = merge.merge(reports, host or conf.host, warn=warn)
     merge.classify(inventory, nova_config.load(conf), warn=warn)
     inventory.warnings = warnings
+    inventory.notes = notes
     return inventory

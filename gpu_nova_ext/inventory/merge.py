@@ -162,7 +162,9 @@ def classify(inventory: base.HostInventory,
         if gpu.vendor is None and gpu.vendor_id:
             gpu.vendor = naming.VENDOR_IDS.get(gpu.vendor_id)
         if not gpu.model:
-            gpu.model = (pci_ids.model_for(gpu.vendor_id, gpu.product_id)
+            gpu.model = (pci_ids.model_for(gpu.vendor_id, gpu.product_id,
+                                           gpu.subsystem_vendor_id,
+                                           gpu.subsystem_device_id)
                          or pci_ids.model_from_product(gpu.product_name))
         gpu.mode = _mode(gpu, warn)
         gpu.offered_vgpu_type = _offered(gpu, nova, warn)

@@ -38,6 +38,7 @@ import yaml
 from gpu_nova_ext import exception
 from gpu_nova_ext.inventory import base
 from gpu_nova_ext import naming
+from gpu_nova_ext import safe_yaml
 
 HEALTH_STATES = ('healthy', 'degraded', 'unhealthy')
 
@@ -163,7 +164,7 @@ class SimulatedSource(base.InventorySource):
                        'address)')
         try:
             with open(os.path.expanduser(self.path), encoding='utf-8') as f:
-                data = yaml.safe_load(f)
+                data = safe_yaml.load(f)
         except OSError as exc:
             raise exception.InventoryError(
                 source=self.name,

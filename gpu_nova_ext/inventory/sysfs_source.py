@@ -8,15 +8,17 @@ Nova offers those VFs as PCI passthrough devices.  This source reads, under
 ``[agent] sysfs_root`` (``/sys``; tests build their own tree):
 
 ``bus/pci/devices/<address>/``
-    ``class``, ``vendor``, ``device``, ``numa_node``, the ``driver`` link,
+    ``class``, ``vendor``, ``device``, ``subsystem_vendor``,
+    ``subsystem_device``, ``numa_node``, the ``driver`` link,
     ``virtfn<N>`` links (on a physical function), ``physfn`` (on a VF),
     ``nvidia/creatable_vgpu_types``, ``nvidia/current_vgpu_type`` and
     ``mdev_supported_types/`` (whose presence means mdev-based vGPU).
 
-It reports every GPU physical function it finds (bound driver, NUMA node,
-VFs) and, for GPUs whose VFs list creatable types and have no mdev types,
-``vfio_vgpu_types`` (one entry per VF and type, ``parent`` the VF) and the
-types already set on VFs (``vfio_current_types``).
+It reports every GPU physical function it finds (:mod:`recognition`'s
+rule, accelerator class 0x1200 included; bound driver, NUMA node, VFs,
+subsystem ID) and, for GPUs whose VFs list creatable types and have no
+mdev types, ``vfio_vgpu_types`` (one entry per VF and type, ``parent``
+the VF) and the types already set on VFs (``vfio_current_types``).
 """
 import os
 import re
@@ -96,6 +98,24 @@ class SysfsVfioSource(base.InventorySource):
         dev.phys_function = _link_name(os.path.join(devdir, 'physfn'))
         return dev
 
+    @staticmethod
+    def _subsystem(devdir: str) -> tuple[str | None, str | None]:
+        ids = []
+        for name in ('subsystem_vendor', 'subsystem_device'):
+            value = _read(os.path.join(devdir, name))
+            try:
+                ids.append('%04x' % int(value, 16) if value else None)
+            except ValueError:
+                ids.append(None)
+        return ids[0], ids[1]
+
+    def _note(self, msg, *args) -> None:
+        # libvirt, when it runs too, says the same about the same devices
+        if 'libvirt' in self.conf.agent.inventory_sources:
+            LOG.debug(msg, *args)
+        else:
+            self.note(msg, *args)
+
     def discover(self) -> dict[str, base.Gpu]:
         devices_dir = os.path.join(self.root, 'bus', 'pci', 'devices')
         try:
@@ -105,6 +125,7 @@ class SysfsVfioSource(base.InventorySource):
             return {}
         gpus: dict[str, base.Gpu] = {}
         vfs = []
+        not_gpus = []
         for entry in entries:
             try:
                 address = naming.normalize_pci_address(entry)
@@ -112,10 +133,15 @@ class SysfsVfioSource(base.InventorySource):
                 continue
             devdir = os.path.join(devices_dir, entry)
             dev = self._function(devdir, address)
-            if dev is None or not libvirt_source.is_gpu(dev, self.extra_ids):
+            if dev is None:
                 continue
             if dev.phys_function:
-                vfs.append((dev, devdir))
+                vfs.append((dev, devdir))   # a VF of a GPU is the GPU's
+                continue
+            if os.path.isdir(os.path.join(devdir, 'mdev_supported_types')):
+                dev.mdev_types = [base.MdevType(id='')]   # evidence only
+            if not libvirt_source.is_gpu(dev, self.extra_ids):
+                not_gpus.append(dev)
                 continue
             vf_links = sorted(
                 (n for n in os.listdir(devdir) if n.startswith('virtfn')),
@@ -123,36 +149,46 @@ class SysfsVfioSource(base.InventorySource):
             vf_addrs = []
             for link in vf_links:
                 target = _link_name(os.path.join(devdir, link))
-                if target:
+                try:
                     vf_addrs.append(naming.normalize_pci_address(target))
+                except (TypeError, ValueError):
+                    self.warn('Ignoring %s of GPU %s: %r is not a PCI '
+                              'address.', link, address, target)
+            sub_vendor, sub_device = self._subsystem(devdir)
             gpus[address] = base.Gpu(
                 pci_address=address,
                 vendor=naming.VENDOR_IDS.get(dev.vendor_id),
                 vendor_id=dev.vendor_id, product_id=dev.product_id,
+                subsystem_vendor_id=sub_vendor,
+                subsystem_device_id=sub_device,
                 numa_node=dev.numa_node, kernel_driver=dev.driver,
                 vfs=sorted(vf_addrs), sources=[self.name])
         for dev, devdir in vfs:
-            self._add_vf(gpus, dev, devdir)
+            if not self._add_vf(gpus, dev, devdir):
+                not_gpus.append(dev)
+        libvirt_source.report_not_gpus(not_gpus, self.extra_ids, self.warn,
+                                       self._note)
         return gpus
 
-    def _add_vf(self, gpus, dev, devdir) -> None:
+    def _add_vf(self, gpus, dev, devdir) -> bool:
+        """Fold a VF into its GPU; False when its PF is no GPU."""
         try:
             pf_addr = naming.normalize_pci_address(dev.phys_function)
         except ValueError:
-            return
+            return False
         gpu = gpus.get(pf_addr)
         if gpu is None:
-            return
+            return False
         if dev.address not in gpu.vfs:
             gpu.vfs.append(dev.address)
             gpu.vfs.sort()
         if os.path.isdir(os.path.join(devdir, 'mdev_supported_types')):
-            return  # mdev-based vGPU: the libvirt source reports it
+            return True  # mdev-based vGPU: the libvirt source reports it
         creatable = _read(os.path.join(devdir, 'nvidia',
                                        'creatable_vgpu_types'))
         current = _read(os.path.join(devdir, 'nvidia', 'current_vgpu_type'))
         if creatable is None and current is None:
-            return
+            return True
         for type_id, name in parse_creatable_types(creatable or ''):
             gpu.vfio_vgpu_types.append(base.MdevType(
                 id=naming.nvidia_mdev_type_id(type_id),
@@ -164,5 +200,6 @@ class SysfsVfioSource(base.InventorySource):
             except ValueError:
                 self.warn('Ignoring nvidia/current_vgpu_type %r of VF %s: '
                           'not a type id.', current, dev.address)
-                return
+                return True
             gpu.vfio_current_types[dev.address] = type_id
+        return True

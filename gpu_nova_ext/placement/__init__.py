@@ -1,2 +1,4 @@
-"""Placement side of the agent: client, pure translation, reporter, and
-the embedded Placement and nova-compute stand-ins the simulator uses."""
+"""Placement side of the agent: client, pure translation, reporter.
+
+The embedded Placement and the nova-compute stand-in that the simulator
+and the tests use live in :mod:`gpu_nova_ext.simulate`."""

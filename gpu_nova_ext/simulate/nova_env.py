@@ -18,7 +18,8 @@ databases and the RPC between them:
   sets them;
 * filters and weighers are loaded and run by Nova's ``HostFilterHandler``
   and ``HostWeightHandler`` from ``[filter_scheduler]`` options, with the
-  same sorting, ``host_subset_size`` choice and ``consume_from_request``.
+  same sorting, ``host_subset_size`` choice and ``consume_from_request``
+  (:mod:`gpu_nova_ext.simulate.nova_handlers`).
 
 Nova's options live on the global ``nova.conf.CONF``; :class:`NovaConfig`
 sets the scenario's ``nova_conf:`` there as overrides and clears them when
@@ -26,7 +27,6 @@ the simulation ends.
 """
 import functools
 import json
-import random
 from typing import Any
 import uuid
 import warnings
@@ -91,12 +91,16 @@ class NovaConfig:
     def apply(self) -> None:
         conf = self.conf
         nova_defaults = list(conf.filter_scheduler.enabled_filters)
+        # --compare's "nova" policy: Nova's own filters and weighers only
+        ours = getattr(self.scenario, 'gpu_plugins', True)
         defaults = {
             'filter_scheduler': {
                 'available_filters': [NOVA_FILTERS, GPU_FILTERS],
                 'enabled_filters': (
-                    nova_defaults + [PCI_FILTER] + GPU_FILTER_NAMES),
-                'weight_classes': [NOVA_WEIGHERS, GPU_WEIGHERS],
+                    nova_defaults + [PCI_FILTER] +
+                    (GPU_FILTER_NAMES if ours else [])),
+                'weight_classes': [NOVA_WEIGHERS] + (
+                    [GPU_WEIGHERS] if ours else []),
                 'pci_in_placement': True,
             },
             'gpu_scheduler': {'state_listener': False},
@@ -250,13 +254,20 @@ def resource_request(ctx: Any, spec: Any) -> Any:
     return utils.resources_from_request_spec(ctx, spec, None)
 
 
-def report_client(endpoint: str, token: str = 'admin') -> Any:
-    """Nova's SchedulerReportClient talking to ``endpoint`` (noauth2)."""
+def report_client(endpoint: str, token: str = 'admin',
+                  mount: Any = None) -> Any:
+    """Nova's SchedulerReportClient talking to ``endpoint`` (noauth2).
+
+    ``mount(session)``, when given, connects the keystoneauth session to
+    an in-process Placement (:meth:`EmbeddedPlacement.mount`).
+    """
     from keystoneauth1 import adapter
     from keystoneauth1 import session
     from keystoneauth1 import token_endpoint
     from nova.scheduler.client import report
     sess = session.Session(auth=token_endpoint.Token(endpoint, token))
+    if mount is not None:
+        mount(sess)
     return report.SchedulerReportClient(adapter=adapter.Adapter(
         session=sess, service_type='placement', endpoint_override=endpoint))
 
@@ -340,8 +351,6 @@ def host_state(compute: Any, candidates: list[dict],
     ``SchedulerManager._schedule`` gives each host a deep copy of the
     allocation requests that involve its compute node provider.
     """
-    import copy
-
     from nova.scheduler import host_manager
     from oslo_utils import timeutils
     state = host_manager.HostState(compute.host, compute.hypervisor_hostname,
@@ -354,145 +363,37 @@ def host_state(compute: Any, candidates: list[dict],
                'version': 70, 'uuid': str(uuid.uuid5(uuid.NAMESPACE_DNS,
                                                      compute.host))}
     state.update(compute, service, list(host_aggregates or []), {})
-    state.allocation_candidates = copy.deepcopy(candidates)
+    set_candidates(state, candidates)
     return state
 
 
-def load_scheduler(scenario: scn.Scenario,
-                   conf: cfg.ConfigOpts) -> 'Scheduler':
-    """The filters and weighers that ``[filter_scheduler]`` names.
+def _json_copy(value: Any) -> Any:
+    """``copy.deepcopy`` of JSON data (dicts, lists, scalars), faster.
 
-    A name that does not load is a ScenarioError naming the option.
+    Allocation requests are decoded JSON; at a thousand hosts a request
+    copies thousands of them.
     """
-    from nova import exception as nova_exc
-    try:
-        return Scheduler(conf)
-    except ValueError as exc:
-        raise scenario.error('nova_conf.filter_scheduler.enabled_filters',
-                             '%s. Fix the name or add the filter\'s module '
-                             'to available_filters.' % exc)
-    except nova_exc.ClassNotFound as exc:
-        raise scenario.error(
-            'nova_conf.filter_scheduler', '%s. Check available_filters and '
-            'weight_classes.' % exc.format_message())
-    except ImportError as exc:
-        raise scenario.error(
-            'nova_conf.filter_scheduler', 'cannot load %s. Check '
-            'available_filters and weight_classes.'
-            % str(exc).split(' (', 1)[0])
+    if isinstance(value, dict):
+        return {k: _json_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_copy(v) for v in value]
+    return value
 
 
-class Scheduler:
-    """Nova's filter and weight handlers, loaded as HostManager does.
+def set_candidates(state: Any, candidates: list[dict]) -> None:
+    """Ready a kept HostState for a request.
 
-    Filter and weigher classes are subclassed once each to record what they
-    did (which hosts a filter removed; each weigher's normalized weight and
-    multiplier per host), without changing how Nova runs them.
+    Its allocation candidates: a deep copy of each, as
+    ``SchedulerManager._schedule`` gives them (``copy.deepcopy``; filters
+    prune them).  Its
+    nova-compute service: heard from just now (nova-compute's heartbeat
+    runs every ``[DEFAULT] report_interval``; the simulated computes never
+    miss one), as HostManager reads it from the database per request.
     """
-
-    def __init__(self, conf: cfg.ConfigOpts):
-        from nova.scheduler import filters
-        from nova.scheduler import weights
-        self.conf = conf
-        self.filter_handler = filters.HostFilterHandler()
-        classes = self.filter_handler.get_matching_classes(
-            conf.filter_scheduler.available_filters)
-        by_name = {cls.__name__: cls for cls in classes}
-        self.filters = []
-        self.filter_log: list[tuple[str, list[str]]] = []
-        # host -> filter -> providers whose candidates the filter dropped
-        self.pruned: dict[str, dict[str, set[str]]] = {}
-        for name in conf.filter_scheduler.enabled_filters:
-            if name not in by_name:
-                raise ValueError(
-                    'filter %r is enabled but not available (available: %s)'
-                    % (name, ', '.join(sorted(by_name))))
-            self.filters.append(self._recording_filter(by_name[name])())
-        self.weight_handler = weights.HostWeightHandler()
-        self.weight_log: dict[str, dict[str, float]] = {}
-        self.weighers = [
-            self._recording_weigher(cls)()
-            for cls in self.weight_handler.get_matching_classes(
-                conf.filter_scheduler.weight_classes)]
-
-    def _recording_filter(self, cls):
-        log = self.filter_log
-        pruned = self.pruned
-
-        def providers(host):
-            return {rp for cand in host.allocation_candidates
-                    for rp in cand['allocations']}
-
-        def filter_all(inner, filter_obj_list, spec_obj):
-            before = list(filter_obj_list)
-            had = {id(h): providers(h) for h in before}
-            result = cls.filter_all(inner, before, spec_obj)
-            if result is None:
-                return None
-            after = list(result)
-            kept = {id(h) for h in after}
-            log.append((cls.__name__,
-                        [h.host for h in before if id(h) not in kept]))
-            for host in after:
-                # candidates this filter dropped on a host it kept
-                dropped = had[id(host)] - providers(host)
-                if dropped:
-                    pruned.setdefault(host.host, {}).setdefault(
-                        cls.__name__, set()).update(dropped)
-            return after
-
-        return type(cls.__name__, (cls,), {'filter_all': filter_all,
-                                           '__module__': cls.__module__})
-
-    def _recording_weigher(self, cls):
-        log = self.weight_log
-        from nova import weights as nova_weights
-
-        def weigh_objects(inner, weighed_obj_list, weight_properties):
-            raw = cls.weigh_objects(inner, weighed_obj_list,
-                                    weight_properties)
-            normalized = list(nova_weights.normalize(
-                raw, minval=inner.minval, maxval=inner.maxval))
-            inner._normalized = {id(o.obj): w for o, w in
-                                 zip(weighed_obj_list, normalized)}
-            return raw
-
-        def weight_multiplier(inner, host_state):
-            multiplier = cls.weight_multiplier(inner, host_state)
-            norm = getattr(inner, '_normalized', {}).get(id(host_state), 0.0)
-            log.setdefault(host_state.host, {})[cls.__name__] = (
-                multiplier * norm)
-            return multiplier
-
-        return type(cls.__name__, (cls,), {
-            'weigh_objects': weigh_objects,
-            'weight_multiplier': weight_multiplier,
-            '__module__': cls.__module__})
-
-    def select(self, hosts: list, spec, index: int = 0) -> list:
-        """``SchedulerManager._get_sorted_hosts``: filter, weigh, order."""
-        self.filter_log.clear()
-        self.pruned.clear()
-        self.weight_log.clear()
-        filtered = self.filter_handler.get_filtered_objects(
-            self.filters, hosts, spec, index)
-        if not filtered:
-            return []
-        weighed = self.weight_handler.get_weighed_objects(
-            self.weighers, filtered, spec)
-        if self.conf.filter_scheduler.shuffle_best_same_weighed_hosts:
-            best = [w for w in weighed if w.weight == weighed[0].weight]
-            random.shuffle(best)
-            weighed = best + weighed[len(best):]
-        ordered = [w.obj for w in weighed]
-        self.total_weights = {w.obj.host: w.weight for w in weighed}
-        subset = ordered[:self.conf.filter_scheduler.host_subset_size]
-        chosen = random.choice(subset)
-        ordered.remove(chosen)
-        return [chosen] + ordered
-
-    def rejection(self) -> str:
-        """Which filter removed which hosts, for a NoValidHost message."""
-        parts = ['%s removed %s' % (name, ', '.join(hosts))
-                 for name, hosts in self.filter_log if hosts]
-        return '; '.join(parts) or 'no host passed the filters'
+    from nova.scheduler import host_manager
+    from oslo_utils import timeutils
+    state.allocation_candidates = _json_copy(candidates)
+    now = timeutils.utcnow()
+    service = dict(state.service or {})
+    service['updated_at'] = service['last_seen_up'] = now
+    state.service = host_manager.ReadOnlyDict(service)

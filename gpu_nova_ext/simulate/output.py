@@ -1,16 +1,47 @@
-"""Render a simulation result as text tables or as JSON."""
+"""Render simulation results: text tables, JSON, CSV, a plot.
+
+One result (``gpu-nova-ext simulate``) or several side by side
+(``--compare``).  Long runs keep the table readable: per-server and
+per-GPU rows are shown up to :data:`MAX_ROWS`, the summary always.
+"""
+import csv
+import io
 import json
 
-from gpu_nova_ext.simulate import runner
+from gpu_nova_ext.simulate import result as runner
 
 # Weight differences smaller than this are left out of the table (the
 # JSON has every weigher's score).
 SHOWN_WEIGHT = 0.005
 MAX_WEIGHTS_SHOWN = 4
+#: Per-server and per-GPU rows shown in the table (all are in JSON/CSV).
+MAX_ROWS = 200
 
 
-def to_json(result: runner.Result) -> str:
-    return json.dumps(result.to_dict(), indent=2, sort_keys=False)
+def to_json(results: list[runner.Result]) -> str:
+    """Strict JSON: NaN or infinity raise instead of being written."""
+    if len(results) == 1:
+        data = results[0].to_dict()
+    else:
+        data = {'policies': [r.to_dict() for r in results]}
+    return json.dumps(data, indent=2, sort_keys=False, allow_nan=False)
+
+
+CSV_FIELDS = ('policy', 'server', 'flavor', 'host', 'gpus', 'error',
+              'arrived_pct')
+
+
+def to_csv(results: list[runner.Result]) -> str:
+    """One row per server (and policy)."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator='\n')
+    writer.writerow(CSV_FIELDS)
+    for result in results:
+        for s in result.servers:
+            writer.writerow([result.policy or '', s.server, s.flavor,
+                             s.host or '', ' '.join(s.gpus), s.error or '',
+                             '%.2f' % s.arrived_pct])
+    return out.getvalue()
 
 
 def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
@@ -58,13 +89,136 @@ def _weighers(server: runner.ServerResult) -> str:
     return 'vs %s: %s' % (server.runner_up, ', '.join(parts))
 
 
-def to_table(result: runner.Result) -> str:
-    out = []
-    scenario = result.scenario
-    out.append('Scenario: %s' % scenario.path)
+def to_table(results: list[runner.Result]) -> str:
+    scenario = results[0].scenario
+    out = ['Scenario: %s' % scenario.path]
     if scenario.description:
         out.append(scenario.description)
     out.append('')
+    if len(results) > 1:
+        out += compare_table(results)
+        for result in results:
+            out += ['', '== policy %s ==' % result.policy]
+            out += _missing(result) + _summary(result)
+        return '\n'.join(out)
+    result = results[0]
+    if len(result.servers) <= MAX_ROWS:
+        out += _servers(result) + ['']
+    else:
+        out += ['%d servers: per-server rows are in --format json or csv.'
+                % len(result.servers), '']
+    if len(result.occupancy) <= MAX_ROWS:
+        out += _occupancy(result)
+    else:
+        out.append('%d GPUs: per-GPU rows are in --format json.'
+                   % len(result.occupancy))
+    out += _missing(result)
+    if scenario.workload is not None or len(result.servers) > MAX_ROWS:
+        out += [''] + _summary(result)
+    return '\n'.join(out)
+
+
+def _missing(result: runner.Result) -> list[str]:
+    """Hosts the GPU filters excluded for missing state: never silent."""
+    missing = result.missing_state
+    stale = sorted({o.host for o in result.occupancy
+                    if o.state != 'live'})
+    out = []
+    if missing:
+        names = sorted(missing)
+        out += ['', 'WARNING: %d host(s) had no live GPU state in the '
+                'scheduler when Placement offered them (the GPU filters '
+                'judge such hosts by [gpu_scheduler] missing_state_policy): '
+                '%s%s' % (
+                    len(names), ', '.join(names[:20]),
+                    ', ...' if len(names) > 20 else '')]
+    if stale:
+        out += ['', 'WARNING: %d host(s) have no live GPU state at the end '
+                '(agent down): %s%s' % (len(stale), ', '.join(stale[:20]),
+                                        ', ...' if len(stale) > 20 else '')]
+    return out
+
+
+def _summary(result: runner.Result) -> list[str]:
+    s = result.summary
+    first = s.get('first_gpu_failure')
+    rows = [
+        ['servers placed / failed / deleted', '%d / %d / %d' % (
+            s['servers_placed'], s['servers_failed'],
+            s['servers_deleted'])],
+        ['GPU allocation rate', '%.1f%% of %d GPUs on %d hosts' % (
+            s['gpu_allocation_pct'], s['gpus'], s['hosts'])],
+        ['arrived load', '%.1f%%' % s['arrived_pct']],
+        ['first GPU failure', 'none' if first is None else
+         '%s at %.1f%% arrived, %.1f%% allocated, %.1f%% fragmented' % (
+             first['server'], first['arrived_pct'],
+             first['gpu_allocation_pct'], first['fragmentation_pct'])],
+        ['fragmentation', '%.1f%% of free GPU capacity unusable by the '
+         'flavor mix' % s['fragmentation_pct']],
+        ['fully free GPU hosts', str(s['fully_free_gpu_hosts'])],
+    ]
+    rows += [['usage %s' % model, '%.1f%% of %d GPUs' % (
+        u['allocation_pct'], u['gpus'])]
+        for model, u in s['usage_by_model'].items()]
+    if result.stop_reason:
+        rows.append(['stopped', result.stop_reason])
+    return _table(['SUMMARY', ''], rows)
+
+
+def compare_table(results: list[runner.Result]) -> list[str]:
+    """The policies side by side, one column each."""
+    def first(r, key):
+        f = r.summary.get('first_gpu_failure')
+        return '-' if f is None else '%.1f%%' % f[key]
+
+    rows = [
+        ['placed', [str(r.summary['servers_placed']) for r in results]],
+        ['failed', [str(r.summary['servers_failed']) for r in results]],
+        ['GPU allocation', ['%.1f%%' % r.summary['gpu_allocation_pct']
+                            for r in results]],
+        ['arrived at 1st GPU failure', [first(r, 'arrived_pct')
+                                        for r in results]],
+        ['allocation at 1st GPU failure', [first(r, 'gpu_allocation_pct')
+                                           for r in results]],
+        ['fragmentation', ['%.1f%%' % r.summary['fragmentation_pct']
+                           for r in results]],
+        ['fully free GPU hosts', [str(r.summary['fully_free_gpu_hosts'])
+                                  for r in results]],
+        ['hosts missing state', [str(r.summary['hosts_missing_state'])
+                                 for r in results]],
+    ]
+    models = sorted({m for r in results
+                     for m in r.summary['usage_by_model']})
+    for model in models:
+        rows.append(['usage %s' % model, [
+            '%.1f%%' % r.summary['usage_by_model'].get(model, {}).get(
+                'allocation_pct', 0.0) for r in results]])
+    return _table(['POLICY'] + [r.policy for r in results],
+                  [[name] + cells for name, cells in rows])
+
+
+def plot(results: list[runner.Result], path: str) -> None:
+    """GPU allocation rate against arrived load, one line per policy."""
+    import matplotlib
+    matplotlib.use('Agg')
+    from matplotlib import pyplot
+    fig, ax = pyplot.subplots(figsize=(7, 4.5))
+    for result in results:
+        xs = [p[0] for p in result.curve]
+        ys = [p[1] for p in result.curve]
+        ax.plot(xs, ys, label=result.policy or 'scenario')
+    ax.set_xlabel('arrived load (% of GPU capacity requested)')
+    ax.set_ylabel('GPU allocation rate (%)')
+    ax.set_ylim(0, 100)
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    pyplot.close(fig)
+
+
+def _servers(result: runner.Result) -> list[str]:
+    out = []
     events = {e.step: e for e in result.events}
     rows = []
     last_step = -1
@@ -85,18 +239,21 @@ def to_table(result: runner.Result) -> str:
     out += _table(['SERVER', 'FLAVOR', 'HOST', 'GPU',
                    'WHY THIS HOST (weight differences to the next best)'],
                   rows)
-    out.append('')
+    return out
+
+
+def _occupancy(result: runner.Result) -> list[str]:
     occ_rows = [[o.host, o.gpu, o.model or '-', o.mode or '-',
                  '%d/%d' % (o.used, o.total), o.health or '-']
                 for o in result.occupancy]
-    out += _table(['HOST', 'GPU', 'MODEL', 'MODE', 'USED', 'HEALTH'],
+    return _table(['HOST', 'GPU', 'MODEL', 'MODE', 'USED', 'HEALTH'],
                   occ_rows)
-    return '\n'.join(out)
 
 
 def _event_row(event: runner.EventResult) -> list[str]:
-    what = []
-    if event.health:
-        what.append('health -> %s' % event.health)
-    what += ['%s -> %s' % kv for kv in event.metrics.items()]
-    return ['** event', '', event.host, event.gpu, ', '.join(what)]
+    what = event.what
+    if not what:
+        parts = (['health -> %s' % event.health] if event.health else [])
+        what = ', '.join(parts + ['%s -> %s' % kv
+                                  for kv in event.metrics.items()])
+    return ['** event', '', event.host, event.gpu or '-', what]

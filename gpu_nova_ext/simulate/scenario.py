@@ -20,22 +20,29 @@ from xml.etree import ElementTree
 import yaml
 
 from gpu_nova_ext import exception
+from gpu_nova_ext.inventory import recognition
 from gpu_nova_ext.inventory import simulated
-from gpu_nova_ext import naming
+from gpu_nova_ext import safe_yaml
+from gpu_nova_ext.simulate import checks
+from gpu_nova_ext.simulate import hostgen
+from gpu_nova_ext.simulate import steps
 
 SCENARIO_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                             'scenarios')
 DEFAULT_SCENARIO = os.path.join(SCENARIO_DIR, 'default.yaml')
 
-TOP_KEYS = ('description', 'nova_conf', 'hosts', 'flavors', 'boots')
-HOST_KEYS = ('name', 'libvirt_xml', 'libvirt_xml_inline', 'vcpus',
+TOP_KEYS = ('description', 'nova_conf', 'hosts', 'flavors', 'boots',
+            'workload', 'step_seconds')
+HOST_KEYS = ('name', 'count', 'libvirt_xml', 'libvirt_xml_inline', 'vcpus',
              'memory_mb', 'disk_gb', 'cpu_allocation_ratio',
              'ram_allocation_ratio', 'disk_allocation_ratio',
              'nova_gpu_mode', 'enabled_mdev_types', 'pci_resource_class',
              'pci_traits', 'agent_mode', 'aggregates', 'gpus')
 FLAVOR_KEYS = ('name', 'vcpus', 'ram_mb', 'disk_gb', 'extra_specs')
-BOOT_KEYS = ('flavor', 'count', 'name')
-EVENT_KEYS = ('host', 'gpu', 'health', 'reasons', 'metrics')
+#: Most hosts of one kind (``count:``) and in a scenario.
+MAX_HOSTS = 20000
+#: Simulated seconds one step (a boot, an event, a delete) takes.
+DEFAULT_STEP_SECONDS = 10.0
 #: What a scenario GPU entry (and a ``simulated_gpus_file`` entry) may hold.
 GPU_KEYS = ('name', 'memory_mib', 'uuid', 'serial', 'vendor', 'numa_node',
             'driver_version', 'cuda_cc', 'mig', 'slowdown_temperature_c',
@@ -44,8 +51,6 @@ GPU_KEYS = ('name', 'memory_mib', 'uuid', 'serial', 'vendor', 'numa_node',
 NOVA_GPU_MODES = ('vgpu', 'pci', 'none')
 HEALTH_STATES = simulated.HEALTH_STATES
 AGENT_MODES = ('annotate', 'inventory')
-# PCI classes of GPUs (display controllers), as the agent sees them.
-GPU_PCI_CLASSES = ('0x0300', '0x0302', '0x0380')
 
 
 @dataclasses.dataclass
@@ -58,10 +63,19 @@ class PciFunction:
     pci_class: str
     numa_node: int | None = None
     mdev_types: list[str] = dataclasses.field(default_factory=list)
+    #: the physical function of an SR-IOV virtual function
+    parent: str | None = None
 
     @property
-    def is_display(self) -> bool:
-        return self.pci_class[:6] in GPU_PCI_CLASSES
+    def is_gpu(self) -> bool:
+        """A GPU by the agent's own rule (:mod:`~.inventory.recognition`)."""
+        try:
+            code = int(self.pci_class, 16) >> 8
+        except ValueError:      # no class (or not a number): none known
+            code = None
+        return recognition.why_not_gpu(
+            self.vendor_id, self.product_id, code,
+            has_mdev_types=bool(self.mdev_types)) is None
 
 
 @dataclasses.dataclass
@@ -103,119 +117,28 @@ class Flavor:
 
 
 @dataclasses.dataclass
-class Boot:
-    flavor: str
-    count: int = 1
-    name: str | None = None       # server name prefix; the flavor's if None
-    index: int = 0                # position in ``boots:``
-
-
-@dataclasses.dataclass
-class Event:
-    host: str
-    gpu: str
-    health: str | None = None
-    reasons: list[str] = dataclasses.field(default_factory=list)
-    metrics: dict[str, float] = dataclasses.field(default_factory=dict)
-    index: int = 0
-
-
-@dataclasses.dataclass
 class Scenario:
     path: str
     description: str
     nova_conf: dict[str, dict[str, Any]]
     hosts: list[Host]
     flavors: dict[str, Flavor]
-    steps: list[Boot | Event]
+    steps: list['steps.Step']
+    workload: 'steps.Workload | None' = None
+    step_seconds: float = DEFAULT_STEP_SECONDS
+    #: our filters and weighers on (``--compare``'s "nova" turns them off)
+    gpu_plugins: bool = True
+    #: name -> host, built on first use
+    _by_name: dict[str, Host] | None = None
 
     def host(self, name: str) -> Host | None:
-        for host in self.hosts:
-            if host.name == name:
-                return host
-        return None
+        if self._by_name is None or len(self._by_name) != len(self.hosts):
+            self._by_name = {h.name: h for h in self.hosts}
+        return self._by_name.get(name)
 
     def error(self, entry: str, reason: str) -> exception.ScenarioError:
         return exception.ScenarioError(file=self.path, entry=entry,
                                        reason=reason)
-
-
-class _Checker:
-    """Type checks that raise ScenarioError naming file and entry."""
-
-    def __init__(self, path: str):
-        self.path = path
-
-    def fail(self, entry: str, reason: str) -> exception.ScenarioError:
-        return exception.ScenarioError(file=self.path, entry=entry,
-                                       reason=reason)
-
-    def mapping(self, value: Any, entry: str) -> dict:
-        if not isinstance(value, dict):
-            raise self.fail(entry, 'expected a mapping (key: value), got %s'
-                            % _kind(value))
-        return value
-
-    def keys(self, value: dict, allowed: tuple, entry: str) -> None:
-        for key in value:
-            if key not in allowed:
-                raise self.fail(
-                    entry, 'unknown key %r. Allowed keys: %s. Fix the '
-                    'spelling or remove it.' % (key, ', '.join(allowed)))
-
-    def required(self, value: dict, key: str, entry: str) -> Any:
-        if key not in value or value[key] is None:
-            raise self.fail(entry, 'missing required key %r' % key)
-        return value[key]
-
-    def string(self, value: Any, entry: str) -> str:
-        if not isinstance(value, str) or not value.strip():
-            raise self.fail(entry, 'expected a non-empty string, got %s'
-                            % _kind(value))
-        return value
-
-    def integer(self, value: Any, entry: str, minimum: int = 0) -> int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise self.fail(entry, 'expected an integer, got %s'
-                            % _kind(value))
-        if value < minimum:
-            raise self.fail(entry, 'must be at least %d, got %d'
-                            % (minimum, value))
-        return value
-
-    def number(self, value: Any, entry: str) -> float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise self.fail(entry, 'expected a number, got %s'
-                            % _kind(value))
-        return float(value)
-
-    def choice(self, value: Any, choices: tuple, entry: str) -> str:
-        if value not in choices:
-            raise self.fail(entry, '%r is not one of %s'
-                            % (value, ', '.join(choices)))
-        return value
-
-    def str_list(self, value: Any, entry: str) -> list[str]:
-        if isinstance(value, str):
-            value = [v.strip() for v in value.split(',') if v.strip()]
-        if not isinstance(value, list):
-            raise self.fail(entry, 'expected a list of strings, got %s'
-                            % _kind(value))
-        return [self.string(v, '%s[%d]' % (entry, i))
-                for i, v in enumerate(value)]
-
-    def pci_address(self, value: Any, entry: str) -> str:
-        try:
-            return naming.normalize_pci_address(str(value))
-        except ValueError:
-            raise self.fail(entry, '%r is not a PCI address; write it like '
-                            '"0000:3b:00.0" (quoted)' % (value,))
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return 'nothing'
-    return '%s %r' % (type(value).__name__, value)
 
 
 def parse_host_xml(text: str) -> list[PciFunction]:
@@ -255,12 +178,21 @@ def parse_host_xml(text: str) -> list[PciFunction]:
             address=address,
             vendor_id=_hex_id(vendor),
             product_id=_hex_id(product),
-            pci_class=(cap.findtext('class') or '0x000000').strip(),
+            pci_class=(cap.findtext('class') or '').strip(),
             numa_node=(int(numa.get('node')) if numa is not None
                        and numa.get('node') is not None else None),
             mdev_types=[t.get('id') for t in cap.findall(
-                "capability[@type='mdev_types']/type")]))
+                "capability[@type='mdev_types']/type")],
+            parent=_phys_function(cap)))
     return functions
+
+
+def _phys_function(cap) -> str | None:
+    addr = cap.find("capability[@type='phys_function']/address")
+    if addr is None:
+        return None
+    return '%04x:%02x:%02x.%x' % tuple(
+        int(addr.get(k), 16) for k in ('domain', 'bus', 'slot', 'function'))
 
 
 def _hex_id(element) -> str:
@@ -272,10 +204,10 @@ def _hex_id(element) -> str:
 def load(path: str | None = None) -> Scenario:
     """Read and check a scenario file (the shipped default when None)."""
     path = os.path.abspath(path or DEFAULT_SCENARIO)
-    check = _Checker(path)
+    check = checks.Checker(path)
     try:
         with open(path, encoding='utf-8') as f:
-            data = yaml.safe_load(f)
+            data = safe_yaml.load(f)
     except FileNotFoundError:
         raise check.fail('file', 'no such file. Pass an existing scenario '
                          'file, or no argument for the shipped one.')
@@ -296,7 +228,7 @@ def from_dict(data: Any, path: str) -> Scenario:
     ``path`` names the file in errors and anchors relative ``libvirt_xml``
     paths.
     """
-    check = _Checker(path)
+    check = checks.Checker(path)
     data = check.mapping(data, 'top level')
     check.keys(data, TOP_KEYS, 'top level')
     nova_conf = _nova_conf(check, data.get('nova_conf') or {})
@@ -304,13 +236,19 @@ def from_dict(data: Any, path: str) -> Scenario:
     if not isinstance(hosts_data, list) or not hosts_data:
         raise check.fail('hosts', 'expected a non-empty list of hosts')
     base = os.path.dirname(path)
-    hosts = []
+    hosts: list[Host] = []
+    names: set[str] = set()
     for i, item in enumerate(hosts_data):
-        host = _host(check, item, 'hosts[%d]' % i, base)
-        if any(h.name == host.name for h in hosts):
-            raise check.fail('hosts[%d]' % i, 'host name %r is used twice; '
-                             'host names must be unique' % host.name)
-        hosts.append(host)
+        for host in _hosts(check, item, 'hosts[%d]' % i, base):
+            if host.name in names:
+                raise check.fail('hosts[%d]' % i, 'host name %r is used '
+                                 'twice; host names must be unique'
+                                 % host.name)
+            names.add(host.name)
+            hosts.append(host)
+        if len(hosts) > MAX_HOSTS:
+            raise check.fail('hosts[%d]' % i, 'more than %d hosts; '
+                             'simulate a part of the cloud' % MAX_HOSTS)
     flavors_data = check.required(data, 'flavors', 'top level')
     if not isinstance(flavors_data, list) or not flavors_data:
         raise check.fail('flavors', 'expected a non-empty list of flavors')
@@ -321,38 +259,79 @@ def from_dict(data: Any, path: str) -> Scenario:
             raise check.fail('flavors[%d]' % i, 'flavor name %r is used '
                              'twice' % flavor.name)
         flavors[flavor.name] = flavor
-    boots_data = check.required(data, 'boots', 'top level')
-    if not isinstance(boots_data, list) or not boots_data:
-        raise check.fail('boots', 'expected a non-empty list of boots and '
-                         'events')
-    steps = []
-    for i, item in enumerate(boots_data):
-        steps.append(_step(check, item, i, hosts, flavors))
-    return Scenario(path=path,
-                    description=str(data.get('description') or '').strip(),
-                    nova_conf=nova_conf, hosts=hosts, flavors=flavors,
-                    steps=steps)
+    scenario = Scenario(
+        path=path, description=str(data.get('description') or '').strip(),
+        nova_conf=nova_conf, hosts=hosts, flavors=flavors, steps=[])
+    if 'step_seconds' in data:
+        scenario.step_seconds = check.number(
+            data['step_seconds'], 'step_seconds', minimum=0.001,
+            maximum=86400.0)
+    boots_data = data.get('boots') or []
+    if not isinstance(boots_data, list):
+        raise check.fail('boots', 'expected a list of boots and events')
+    if not boots_data and not data.get('workload'):
+        raise check.fail('top level', 'give boots: (a list of boots and '
+                         'events), a workload: generator, or both')
+    scenario.steps = [steps.parse_step(check, item, i, scenario)
+                      for i, item in enumerate(boots_data)]
+    if data.get('workload'):
+        scenario.workload = steps.parse_workload(check, data['workload'],
+                                                 scenario)
+    return scenario
 
 
-def _nova_conf(check: _Checker, value: Any) -> dict[str, dict[str, Any]]:
+def _nova_conf(check: checks.Checker, value: Any) -> dict[str, dict[str, Any]]:
     value = check.mapping(value, 'nova_conf')
     out = {}
     for group, opts in value.items():
         entry = 'nova_conf.%s' % group
         opts = check.mapping(opts, entry)
+        check.finite_values(opts, entry)
         out[str(group)] = {str(k): v for k, v in opts.items()}
     return out
 
 
-def _host(check: _Checker, item: Any, entry: str, base: str) -> Host:
+def _hosts(check: checks.Checker, item: Any, entry: str,
+           base: str) -> list[Host]:
+    """The host of an entry, or its ``count`` hosts ``NAME-0001``...
+
+    The XML of a host kind is parsed once; its hosts share the parsed
+    records (each host copies what it changes).
+    """
     item = check.mapping(item, entry)
-    name = check.string(check.required(item, 'name', entry), entry + '.name')
-    entry = '%s (%s)' % (entry, name)
+    count = None
+    if 'count' in item:
+        count = check.integer(item['count'], entry + '.count', 1,
+                              MAX_HOSTS)
+    digits = max(4, len(str(count))) if count else 0
+    name = check.name(check.required(item, 'name', entry), entry + '.name',
+                      room=digits + 1 if count else 0)
+    host = _host(check, item, '%s (%s)' % (entry, name), base, name)
+    if count is None:
+        return [host]
+    return [dataclasses.replace(host, name='%s-%0*d' % (name, digits, i))
+            for i in range(1, count + 1)]
+
+
+def _host(check: checks.Checker, item: dict, entry: str, base: str,
+          name: str) -> Host:
     check.keys(item, HOST_KEYS, entry)
-    if ('libvirt_xml' in item) == ('libvirt_xml_inline' in item):
+    gpu_list = isinstance(item.get('gpus'), list)
+    given = [k for k in ('libvirt_xml', 'libvirt_xml_inline') if k in item]
+    if gpu_list and given:
+        raise check.fail(entry, 'give either gpus: as a list of GPU kinds '
+                         '(the simulator writes the host XML) or %s, not '
+                         'both' % given[0])
+    generated = None
+    if gpu_list:
+        generated = hostgen.parse(check, item['gpus'], entry + '.gpus')
+        source = '<generated>'
+        xml_text = generated.xml_text
+    elif len(given) != 1:
         raise check.fail(entry, 'give exactly one of libvirt_xml (a file, '
-                         'relative to the scenario) or libvirt_xml_inline')
-    if 'libvirt_xml' in item:
+                         'relative to the scenario), libvirt_xml_inline, or '
+                         'gpus: as a list of GPU kinds')
+    elif 'libvirt_xml' in item:
         rel = check.string(item['libvirt_xml'], entry + '.libvirt_xml')
         source = os.path.join(base, rel)
         try:
@@ -362,7 +341,7 @@ def _host(check: _Checker, item: Any, entry: str, base: str) -> Host:
             raise check.fail(entry + '.libvirt_xml', 'cannot read %s (%s). '
                              'Paths are relative to the scenario file.'
                              % (source, exc.strerror or exc))
-    else:
+    elif 'libvirt_xml_inline' in item:
         source = '<inline>'
         xml_text = check.string(item['libvirt_xml_inline'],
                                 entry + '.libvirt_xml_inline')
@@ -382,8 +361,16 @@ def _host(check: _Checker, item: Any, entry: str, base: str) -> Host:
     for key in ('cpu_allocation_ratio', 'ram_allocation_ratio',
                 'disk_allocation_ratio'):
         if key in item:
-            setattr(host, key, check.number(item[key], '%s.%s'
-                                            % (entry, key)))
+            setattr(host, key, check.number(
+                item[key], '%s.%s' % (entry, key), minimum=0.0,
+                maximum=1000.0, exclusive_minimum=True))
+    if generated is not None:
+        for key in ('nova_gpu_mode', 'enabled_mdev_types'):
+            if key in item:
+                raise check.fail('%s.%s' % (entry, key), 'follows from '
+                                 'gpus: (their mode); remove it')
+        item = dict(item, nova_gpu_mode=generated.nova_gpu_mode,
+                    enabled_mdev_types=generated.enabled_mdev_types)
     host.nova_gpu_mode = check.choice(
         item.get('nova_gpu_mode', 'vgpu'), NOVA_GPU_MODES,
         entry + '.nova_gpu_mode')
@@ -426,9 +413,13 @@ def _host(check: _Checker, item: Any, entry: str, base: str) -> Host:
                     value, bool):
                 raise check.fail('%s.%s' % (agg_entry, key),
                                  'aggregate metadata values are strings or '
-                                 'numbers, got %s' % _kind(value))
+                                 'numbers, got %s' % checks.kind(value))
+            check.finite_values(value, '%s.%s' % (agg_entry, key))
         host.aggregates[str(agg_name)] = {str(k): str(v)
                                           for k, v in metadata.items()}
+    if generated is not None:
+        host.gpus = generated.facts
+        return host
     gpus = check.mapping(item.get('gpus') or {}, entry + '.gpus')
     for address, facts in gpus.items():
         gpu_entry = '%s.gpus[%s]' % (entry, address)
@@ -445,10 +436,14 @@ def _host(check: _Checker, item: Any, entry: str, base: str) -> Host:
     return host
 
 
-def _gpu_facts(check: _Checker, facts: Any, address: str,
+def _gpu_facts(check: checks.Checker, facts: Any, address: str,
                entry: str) -> dict[str, Any]:
     facts = check.mapping(facts, entry)
     check.keys(facts, GPU_KEYS, entry)
+    check.finite_values(facts, entry)
+    for key, value in (facts.get('metrics') or {}).items():
+        check.number(value, '%s.metrics.%s' % (entry, key),
+                     minimum=-273.0)
     try:
         # what the agent's simulated source will make of it
         simulated.gpu_from_entry(address, facts)
@@ -458,9 +453,9 @@ def _gpu_facts(check: _Checker, facts: Any, address: str,
     return dict(facts)
 
 
-def _flavor(check: _Checker, item: Any, entry: str) -> Flavor:
+def _flavor(check: checks.Checker, item: Any, entry: str) -> Flavor:
     item = check.mapping(item, entry)
-    name = check.string(check.required(item, 'name', entry), entry + '.name')
+    name = check.name(check.required(item, 'name', entry), entry + '.name')
     entry = '%s (%s)' % (entry, name)
     check.keys(item, FLAVOR_KEYS, entry)
     specs = check.mapping(item.get('extra_specs') or {},
@@ -472,7 +467,8 @@ def _flavor(check: _Checker, item: Any, entry: str) -> Flavor:
         if not isinstance(value, (str, int, float)):
             raise check.fail('%s.extra_specs[%s]' % (entry, key),
                              'extra spec values are strings, got %s'
-                             % _kind(value))
+                             % checks.kind(value))
+        check.finite_values(value, '%s.extra_specs[%s]' % (entry, key))
         extra[str(key)] = str(value)
     return Flavor(
         name=name,
@@ -482,61 +478,3 @@ def _flavor(check: _Checker, item: Any, entry: str) -> Flavor:
                              entry + '.ram_mb', 1),
         disk_gb=check.integer(item.get('disk_gb', 0), entry + '.disk_gb'),
         extra_specs=extra)
-
-
-def _step(check: _Checker, item: Any, index: int, hosts: list[Host],
-          flavors: dict[str, Flavor]) -> Boot | Event:
-    entry = 'boots[%d]' % index
-    item = check.mapping(item, entry)
-    if 'event' in item:
-        if len(item) != 1:
-            raise check.fail(entry, 'an event entry holds only "event:"; '
-                             'put boots in their own entries')
-        return _event(check, item['event'], entry + '.event', index, hosts)
-    check.keys(item, BOOT_KEYS, entry)
-    flavor = check.string(check.required(item, 'flavor', entry),
-                          entry + '.flavor')
-    if flavor not in flavors:
-        raise check.fail(entry + '.flavor', 'unknown flavor %r. Define it '
-                         'under flavors: (defined: %s).'
-                         % (flavor, ', '.join(flavors)))
-    name = item.get('name')
-    if name is not None:
-        name = check.string(name, entry + '.name')
-    return Boot(flavor=flavor,
-                count=check.integer(item.get('count', 1), entry + '.count',
-                                    1),
-                name=name, index=index)
-
-
-def _event(check: _Checker, item: Any, entry: str, index: int,
-           hosts: list[Host]) -> Event:
-    item = check.mapping(item, entry)
-    check.keys(item, EVENT_KEYS, entry)
-    host_name = check.string(check.required(item, 'host', entry),
-                             entry + '.host')
-    host = next((h for h in hosts if h.name == host_name), None)
-    if host is None:
-        raise check.fail(entry + '.host', 'unknown host %r (hosts: %s)'
-                         % (host_name, ', '.join(h.name for h in hosts)))
-    gpu = check.pci_address(check.required(item, 'gpu', entry),
-                            entry + '.gpu')
-    func = host.function(gpu)
-    if func is None or not func.is_display and gpu not in host.gpus:
-        raise check.fail(entry + '.gpu', 'host %s has no GPU %s (GPUs: %s)'
-                         % (host_name, gpu, ', '.join(
-                             f.address for f in host.pci_functions
-                             if f.is_display)))
-    if 'health' not in item and 'metrics' not in item:
-        raise check.fail(entry, 'an event changes "health" and/or '
-                         '"metrics" of a GPU; give at least one')
-    event = Event(host=host_name, gpu=gpu, index=index)
-    if 'health' in item:
-        event.health = check.choice(item['health'], HEALTH_STATES,
-                                    entry + '.health')
-    event.reasons = check.str_list(item.get('reasons') or [],
-                                   entry + '.reasons')
-    metrics = check.mapping(item.get('metrics') or {}, entry + '.metrics')
-    event.metrics = {str(k): check.number(v, '%s.metrics.%s' % (entry, k))
-                     for k, v in metrics.items()}
-    return event

@@ -35,13 +35,21 @@ class SysfsTree(fixtures.Fixture):
 
     def add_function(self, address: str, vendor: str, device: str,
                      klass: int = 0x030200, driver: str | None = None,
-                     numa_node: int = -1) -> str:
-        """One PCI function; returns its directory."""
+                     numa_node: int = -1,
+                     subsystem: tuple[str, str] | None = None) -> str:
+        """One PCI function; returns its directory.
+
+        ``subsystem`` is (subsystem vendor, subsystem device); the kernel
+        writes both files for every function, the vendor's IDs by default.
+        """
         devdir = os.path.join(self._devices, address)
         os.makedirs(devdir)
         self._write(devdir, 'vendor', '0x%s' % vendor)
         self._write(devdir, 'device', '0x%s' % device)
         self._write(devdir, 'class', '0x%06x' % klass)
+        sub_vendor, sub_device = subsystem or (vendor, device)
+        self._write(devdir, 'subsystem_vendor', '0x%s' % sub_vendor)
+        self._write(devdir, 'subsystem_device', '0x%s' % sub_device)
         self._write(devdir, 'numa_node', str(numa_node))
         os.symlink(os.path.relpath(devdir, self._bus),
                    os.path.join(self._bus, address))
@@ -60,7 +68,7 @@ class SysfsTree(fixtures.Fixture):
                device: str = '26b9', driver: str | None = 'nvidia',
                creatable: list[tuple[int, str]] | None = None,
                current: int | None = None, mdev_types: bool = False,
-               numa_node: int = -1) -> str:
+               numa_node: int = -1, klass: int = 0x030200) -> str:
         """An SR-IOV VF of ``pf`` with NVIDIA vendor VFIO attributes.
 
         ``creatable`` is written as the driver does (``ID : vGPU Name``
@@ -68,7 +76,7 @@ class SysfsTree(fixtures.Fixture):
         ``mdev_types`` adds an (empty) ``mdev_supported_types`` dir.
         """
         devdir = self.add_function(address, vendor, device, driver=driver,
-                                   numa_node=numa_node)
+                                   numa_node=numa_node, klass=klass)
         pfdir = os.path.join(self._devices, pf)
         os.symlink(os.path.relpath(pfdir, devdir),
                    os.path.join(devdir, 'physfn'))
@@ -87,3 +95,137 @@ class SysfsTree(fixtures.Fixture):
         if mdev_types:
             os.makedirs(os.path.join(devdir, 'mdev_supported_types'))
         return devdir
+
+
+#: amdgpu's hwmon temperature channels: (N, label)
+AMD_TEMPS = ((1, 'edge'), (2, 'junction'), (3, 'mem'))
+#: amdgpu RAS blocks with an ``<block>_err_count`` file
+AMD_RAS_BLOCKS = ('umc', 'gfx', 'sdma', 'mmhub', 'xgmi_wafl')
+
+
+class KernelErrors:
+    """What the kernel answers to reads of chosen attributes.
+
+    ``tree.errors.fail(path, errno.EIO)`` makes reads of that attribute
+    raise ``OSError(EIO)`` as a driver returning -EIO does;
+    ``fail(path, None)`` clears it.  Pass ``tree.errors.open`` as the
+    sampler's opener.
+    """
+
+    def __init__(self):
+        self._errors: dict[str, int] = {}
+
+    def fail(self, path: str, code: int | None) -> None:
+        if code is None:
+            self._errors.pop(os.path.realpath(path), None)
+        else:
+            self._errors[os.path.realpath(path)] = code
+
+    def open(self, path, *args, **kwargs):
+        code = self._errors.get(os.path.realpath(path))
+        if code is not None:
+            raise OSError(code, os.strerror(code), path)
+        return open(path, *args, **kwargs)
+
+
+class GpuTree(SysfsTree):
+    """A sysfs tree with amdgpu and xe GPUs whose attributes tests drive.
+
+    ``add_amd_gpu`` writes what amdgpu writes for an Instinct board (an
+    MI300X by default, class 0x120000): busy percents, VRAM, an ``amdgpu``
+    hwmon with edge/junction/mem temperatures and their crit/emergency
+    thresholds, power, sclk/mclk, RAS error counts, a DRM card.
+    ``add_xe_gpu`` an Intel Data Center GPU Max bound to xe.
+    ``set(address, name, value)`` rewrites one attribute (``hwmon/...``
+    paths go to the device's hwmon), ``ras(address, block, ue, ce)`` a
+    RAS count, ``unplug(address)`` removes the device as hot-unplug does.
+    """
+
+    def _setUp(self):
+        super()._setUp()
+        self.errors = KernelErrors()
+        self._hwmon_count = 0
+        self._cards = 0
+
+    def _devdir(self, address: str) -> str:
+        return os.path.join(self._devices, address)
+
+    def _hwmon(self, devdir: str, name: str) -> str:
+        hwmon = os.path.join(devdir, 'hwmon', 'hwmon%d' % self._hwmon_count)
+        self._hwmon_count += 1
+        os.makedirs(hwmon)
+        self._write(hwmon, 'name', name)
+        return hwmon
+
+    def _card(self, devdir: str) -> str:
+        card = os.path.join(devdir, 'drm', 'card%d' % self._cards)
+        self._cards += 1
+        os.makedirs(card)
+        return card
+
+    def add_amd_gpu(self, address: str, device: str = '74a1',
+                    klass: int = 0x120000, numa_node: int = 0,
+                    vram_total_mib: int = 196592, unique_id: str =
+                    '0x5f8a1c0e3a2b4d7e') -> str:
+        devdir = self.add_function(address, '1002', device, klass=klass,
+                                   driver='amdgpu', numa_node=numa_node)
+        self._write(devdir, 'unique_id', unique_id)
+        self._write(devdir, 'gpu_busy_percent', '0')
+        self._write(devdir, 'mem_busy_percent', '0')
+        self._write(devdir, 'mem_info_vram_total',
+                    str(vram_total_mib * 1024 * 1024))
+        self._write(devdir, 'mem_info_vram_used', str(300 * 1024 * 1024))
+        hwmon = self._hwmon(devdir, 'amdgpu')
+        for n, label in AMD_TEMPS:
+            self._write(hwmon, 'temp%d_label' % n, label)
+            self._write(hwmon, 'temp%d_input' % n, '40000')
+            self._write(hwmon, 'temp%d_crit' % n, '100000')
+            self._write(hwmon, 'temp%d_emergency' % n, '105000')
+        self._write(hwmon, 'power1_average', str(120 * 10 ** 6))
+        self._write(hwmon, 'power1_cap', str(750 * 10 ** 6))
+        self._write(hwmon, 'freq1_label', 'sclk')
+        self._write(hwmon, 'freq1_input', str(2100 * 10 ** 6))
+        self._write(hwmon, 'freq2_label', 'mclk')
+        self._write(hwmon, 'freq2_input', str(1300 * 10 ** 6))
+        for block in AMD_RAS_BLOCKS:
+            self.ras(address, block, 0, 0)
+        self._card(devdir)
+        return devdir
+
+    def add_xe_gpu(self, address: str, device: str = '0bd5',
+                   numa_node: int = 0) -> str:
+        devdir = self.add_function(address, '8086', device, klass=0x038000,
+                                   driver='xe', numa_node=numa_node)
+        hwmon = self._hwmon(devdir, 'xe')
+        self._write(hwmon, 'temp2_label', 'pkg')
+        self._write(hwmon, 'temp2_input', '45000')
+        self._write(hwmon, 'temp3_label', 'vram')
+        self._write(hwmon, 'temp3_input', '50000')
+        self._write(hwmon, 'power1_max', str(600 * 10 ** 6))
+        self._write(hwmon, 'energy1_input', '0')
+        throttle = os.path.join(devdir, 'tile0', 'gt0', 'freq0', 'throttle')
+        self._write(throttle, 'status', '0')
+        self._write(throttle, 'reason_thermal', '0')
+        self._card(devdir)
+        return devdir
+
+    def path(self, address: str, name: str) -> str:
+        devdir = self._devdir(address)
+        if name.startswith('hwmon/'):
+            hwmons = sorted(os.listdir(os.path.join(devdir, 'hwmon')))
+            return os.path.join(devdir, 'hwmon', hwmons[0], name[6:])
+        return os.path.join(devdir, name)
+
+    def set(self, address: str, name: str, value) -> None:
+        path = self.path(address, name)
+        self._write(os.path.dirname(path), os.path.basename(path),
+                    str(value))
+
+    def ras(self, address: str, block: str, ue: int, ce: int) -> None:
+        self._write(os.path.join(self._devdir(address), 'ras'),
+                    '%s_err_count' % block, 'ue: %d\nce: %d' % (ue, ce))
+
+    def unplug(self, address: str) -> None:
+        import shutil
+        shutil.rmtree(self._devdir(address))
+        os.unlink(os.path.join(self._bus, address))

@@ -307,6 +307,8 @@ class FakeDevice:
         self.lost = False
         self.xids: list[int] = []
         self.active_vgpus: list[tuple[int, int, int]] = []  # (id, type, sm)
+        # vGPU instance id -> (mdev UUID or None, VM UUID or None)
+        self.vgpu_vms: dict[int, tuple[str | None, str | None]] = {}
         self._energy_at = time.monotonic()
         self._struct = pynvml.struct_c_nvmlDevice_t()
         self.handle = ctypes.pointer(self._struct)
@@ -766,6 +768,27 @@ class FakeNvmlLibrary:
             return pynvml.NVML_ERROR_NOT_FOUND
         return _put_string(buf, str(uuidlib.UUID(int=v[0])), size)
 
+    def nvmlVgpuInstanceGetMdevUUID(self, inst, buf, size):
+        self.fake.calls['nvmlVgpuInstanceGetMdevUUID'] += 1
+        dev, v = self._instance(inst)
+        if v is None:
+            return pynvml.NVML_ERROR_NOT_FOUND
+        mdev = dev.vgpu_vms.get(v[0], (None, None))[0]
+        if mdev is None:
+            return pynvml.NVML_ERROR_NOT_SUPPORTED
+        return _put_string(buf, mdev, size)
+
+    def nvmlVgpuInstanceGetVmID(self, inst, buf, size, id_type):
+        self.fake.calls['nvmlVgpuInstanceGetVmID'] += 1
+        dev, v = self._instance(inst)
+        if v is None:
+            return pynvml.NVML_ERROR_NOT_FOUND
+        vm = dev.vgpu_vms.get(v[0], (None, None))[1]
+        if vm is None:
+            return pynvml.NVML_ERROR_NOT_FOUND
+        _out(id_type).value = pynvml.NVML_VGPU_VM_ID_UUID
+        return _put_string(buf, vm, size)
+
     del _vgpu_type_fn
 
     # -- metrics ----------------------------------------------------------
@@ -1095,11 +1118,19 @@ class FakeNvml(fixtures.Fixture):
         self.device(gpu).lost = lost
 
     def set_active_vgpus(self, gpu, vgpus) -> None:
-        """``vgpus``: ``[(type_id, sm_util_pct), ...]`` running now."""
+        """``vgpus``: ``[(type_id, sm_util_pct), ...]`` running now.
+
+        An entry may add ``mdev_uuid, vm_uuid``: what
+        ``nvmlVgpuInstanceGetMdevUUID`` and ``nvmlVgpuInstanceGetVmID``
+        answer for it (on KVM the VM ID is the domain's UUID); without
+        them they answer NOT_SUPPORTED / NOT_FOUND.
+        """
         dev = self.device(gpu)
         base = (dev.index + 1) * 1000
-        dev.active_vgpus = [(base + i, t, util)
-                            for i, (t, util) in enumerate(vgpus)]
+        dev.active_vgpus = [(base + i, v[0], v[1])
+                            for i, v in enumerate(vgpus)]
+        dev.vgpu_vms = {base + i: (v[2], v[3]) for i, v in enumerate(vgpus)
+                        if len(v) == 4}
 
     def inject_event(self, gpu, event_type: int, data: int = 0) -> int:
         """Deliver an event to registered event sets; returns how many."""

@@ -54,7 +54,9 @@ class TestHealthNotificationOverRabbit(base.BaseTestCase):
         cfg = self.useFixture(config_fixture.Config(self.conf))
         self.topic = 'gpu_health_test_%s' % uuid.uuid4().hex[:8]
         cfg.config(host='cmp-func')
-        cfg.config(group='agent', prometheus_port=0)
+        cfg.config(group='agent', prometheus_port=0,
+                   libvirt_uri='test:///default',
+                   sysfs_root='/nonexistent-sysfs')
         cfg.config(group='health', recovery_period=10.0)
         cfg.config(group='oslo_messaging_notifications',
                    driver=['messagingv2'], topics=[self.topic])
@@ -120,7 +122,9 @@ class TestBrokerUnreachable(base.BaseTestCase):
             conf, transport_url='rabbit://guest:guest@127.0.0.1:%d/' %
             dead_port))
         cfg = self.useFixture(config_fixture.Config(conf))
-        cfg.config(group='agent', prometheus_port=0)
+        cfg.config(group='agent', prometheus_port=0,
+                   libvirt_uri='test:///default',
+                   sysfs_root='/nonexistent-sysfs')
         cfg.config(group='oslo_messaging_notifications',
                    driver=['messagingv2'], retry=0)
         fake = self.useFixture(fake_nvml.FakeNvml(['L4', 'L4']))

@@ -286,6 +286,23 @@ class TestVendorVfioHost(LibvirtHostTestCase):
         self.assertEqual('passthrough', inv.gpus[0].mode)
 
 
+class TestAcceleratorAndClasslessHost(LibvirtHostTestCase):
+    """MI300X PF+VF of class 0x120000 and a classless NVIDIA mdev parent."""
+
+    def test_exact_inventory(self):
+        inv = self.discover('mi300x-classless.xml')
+        self.assertEqual({'host': 'cmp-1', 'gpus': [
+            gpu_object(pci_address='0000:0a:01.5', vendor='nvidia',
+                       model='GRID_M60_0B', numa_node=8, mode='vgpu',
+                       vgpu_types=[vgpu_type('nvidia-11', 'M60-0B', 512,
+                                             16, 16)]),
+            gpu_object(pci_address='0000:11:00.0', vendor='amd',
+                       model='MI300X', numa_node=0, mode='passthrough',
+                       vfs=['0000:11:02.0']),
+        ]}, inv.to_dict())
+        self.assertEqual(([], []), (inv.warnings, inv.notes))
+
+
 class TestSampleHostAndErrors(testtools.TestCase):
 
     def test_sample_host_without_gpu(self):

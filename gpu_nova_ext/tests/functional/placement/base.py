@@ -11,9 +11,9 @@ from oslotest import base as oslotest_base
 from gpu_nova_ext import conf as gconf
 from gpu_nova_ext.inventory import base
 from gpu_nova_ext.placement import client as pclient
-from gpu_nova_ext.placement import embedded
-from gpu_nova_ext.placement import novalike
 from gpu_nova_ext.placement import reporter as preporter
+from gpu_nova_ext.simulate import embedded
+from gpu_nova_ext.simulate import novalike
 
 A100 = dict(vendor='nvidia', vendor_id='10de', product_id='20b5',
             model='A100_80GB_PCIE', memory_mib=81920, cuda_cc='8.0',

@@ -21,7 +21,7 @@ from gpu_nova_ext.agent import service
 from gpu_nova_ext.cmd import cli
 from gpu_nova_ext import exception
 from gpu_nova_ext import naming
-from gpu_nova_ext.placement import novalike
+from gpu_nova_ext.simulate import novalike
 from gpu_nova_ext.tests.functional.placement import base
 
 

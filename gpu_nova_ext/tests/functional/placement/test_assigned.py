@@ -5,7 +5,7 @@ Requests are counted at the server (the embedded Placement's counter).
 import uuid
 
 from gpu_nova_ext.agent import payload as agent_payload
-from gpu_nova_ext.placement import novalike
+from gpu_nova_ext.simulate import novalike
 from gpu_nova_ext.tests.functional.placement import base
 
 PCI_RC = novalike.pci_resource_class('10de', '20b5')

@@ -14,9 +14,9 @@ from wsgi_intercept import interceptor
 
 from gpu_nova_ext import naming
 from gpu_nova_ext.placement import client as pclient
-from gpu_nova_ext.placement import embedded
-from gpu_nova_ext.placement import novalike
 from gpu_nova_ext.placement import reporter as preporter
+from gpu_nova_ext.simulate import embedded
+from gpu_nova_ext.simulate import novalike
 from gpu_nova_ext.tests.functional.placement import base
 
 

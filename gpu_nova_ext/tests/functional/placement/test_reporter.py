@@ -10,7 +10,7 @@ import fixtures
 
 from gpu_nova_ext import exception
 from gpu_nova_ext import naming
-from gpu_nova_ext.placement import novalike
+from gpu_nova_ext.simulate import novalike
 from gpu_nova_ext.tests.functional.placement import base
 
 MODEL_TRAIT = 'CUSTOM_GPU_MODEL_A100_80GB_PCIE'

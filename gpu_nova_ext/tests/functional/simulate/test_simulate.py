@@ -48,7 +48,9 @@ class TestDefaultScenario(testtools.TestCase):
         rc, out, err = _command(['simulate', '--format', 'json'])
         self.assertEqual(0, rc, err)
         data = json.loads(out)       # stdout holds the JSON and nothing else
-        self.assertEqual(['occupancy', 'placements'], sorted(data))
+        self.assertEqual(['missing_state', 'occupancy', 'placements',
+                          'summary'], sorted(data))
+        self.assertEqual([], data['missing_state'])
         placements = data['placements']
         self.assertEqual(13, len(placements))
         for p in placements:
@@ -61,7 +63,8 @@ class TestDefaultScenario(testtools.TestCase):
                     self.assertIsInstance(value, float, name)
         for o in data['occupancy']:
             self.assertEqual({'host', 'gpu', 'model', 'used', 'total',
-                              'health'}, set(o))
+                              'health', 'state'}, set(o))
+            self.assertEqual('live', o['state'])
         by_name = {p['server']: p for p in placements}
 
         def where(server):

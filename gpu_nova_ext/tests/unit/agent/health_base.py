@@ -25,9 +25,12 @@ class HealthTestCase(base.BaseTestCase):
         self.conf = make_conf()
         self.cfg = self.useFixture(config_fixture.Config(self.conf))
         self.cfg.config(host='cmp-1')
+        # no AMD/Intel GPU of the machine running the tests is sampled
         self.cfg.config(group='agent', prometheus_port=0,
                         prometheus_bind_host='127.0.0.1',
-                        metrics_interval=0.1)
+                        metrics_interval=0.1,
+                        sysfs_root='/nonexistent-sysfs',
+                        libvirt_uri='test:///default')
         self.cfg.config(group='health', recovery_period=30.0,
                         xid_quiet_period=60.0, anomaly_window=5.0)
         self.fake = self.useFixture(fake_nvml.FakeNvml(list(self.GPUS)))

@@ -52,7 +52,8 @@ class TestExporter(health_base.MonitorTestCase):
                           'pci_bus_id': '00000000:3B:00.0',
                           'device': 'nvidia0',
                           'modelName': 'NVIDIA A100 80GB PCIe',
-                          'Hostname': 'cmp-1'}, a100.labels)
+                          'Hostname': 'cmp-1', 'instance_uuid': ''},
+                         a100.labels)
         power = [s.value for s in fams['DCGM_FI_DEV_POWER_USAGE'].samples
                  if s.labels['gpu'] == '0']
         self.assertEqual([150.5], power)

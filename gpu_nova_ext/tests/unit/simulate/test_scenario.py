@@ -199,7 +199,7 @@ class TestScenarioLoad(testtools.TestCase):
     def test_event_with_boot_keys(self):
         data = self._data()
         data['boots'][1]['flavor'] = 'vgpu.a100'
-        self.assertError(data, 'boots[1]', 'only "event:"')
+        self.assertError(data, 'boots[1]', 'with "event:" holds nothing else')
 
     def test_yaml_syntax_error_has_position(self):
         path = self.useFixture(_TempFile('hosts: [\n')).path
@@ -245,3 +245,26 @@ class _TempFile:
 
     def getDetails(self):
         return {}
+
+
+class TestHostXmlGpus(testtools.TestCase):
+    """The simulator tells GPUs in a host XML by the agent's own rule."""
+
+    def _func(self, vendor, product, pci_class, mdev_types=()):
+        return scn.PciFunction(address='0000:3b:00.0', vendor_id=vendor,
+                               product_id=product, pci_class=pci_class,
+                               mdev_types=list(mdev_types))
+
+    def test_accelerator_class_amd_is_a_gpu(self):
+        # MI300X PFs and VFs report processing accelerator, 0x120000
+        self.assertTrue(self._func('1002', '74a1', '0x120000').is_gpu)
+
+    def test_classless_nvidia_with_mdev_types_is_a_gpu(self):
+        self.assertTrue(
+            self._func('10de', 'ffff', '', ['nvidia-471']).is_gpu)
+
+    def test_network_function_of_a_gpu_vendor_is_not(self):
+        self.assertFalse(self._func('8086', '1572', '0x020000').is_gpu)
+
+    def test_malformed_class_is_judged_as_no_class(self):
+        self.assertFalse(self._func('10de', 'ffff', 'display').is_gpu)

@@ -19,6 +19,12 @@ traits Nova uses:
 
 Plus :func:`claim`, which writes an instance's allocations as the
 conductor does after scheduling.
+
+``client`` is a :class:`~gpu_nova_ext.placement.client.PlacementClient`
+(the REST API, as nova-compute) or an :class:`ObjectWriter`: the same
+providers written through Placement's own objects (what its REST handlers
+call), without HTTP, JSON and schema checks per write, for the simulator's
+set-up of thousands of hosts.
 """
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -86,6 +92,78 @@ def _set_inventory(client, uuid: str, inventories: Mapping[str, dict]):
         version=pclient.INVENTORY_VERSION)
 
 
+class ObjectWriter:
+    """Write providers with Placement's objects, in this process.
+
+    :param conf: the embedded Placement's configuration (its objects read
+        it from the request context).
+    """
+
+    def __init__(self, conf):
+        from placement import context as placement_context
+        from placement.objects import resource_class
+        from placement.objects import trait
+        self.ctx = placement_context.RequestContext(config=conf)
+        trait.ensure_sync(self.ctx)
+        resource_class.ensure_sync(self.ctx)
+        self._traits: dict[str, Any] = {}
+        self._classes: set[str] = set()
+
+    def provider(self, name: str, parent_uuid: str | None,
+                 inventories: Mapping[str, dict], traits: Iterable[str],
+                 uuid: str | None = None) -> str:
+        """Create a provider with its inventory and traits; its UUID."""
+        import uuid as uuidlib
+
+        from placement.objects import inventory
+        from placement.objects import resource_provider
+        rp = resource_provider.ResourceProvider(
+            self.ctx, uuid=uuid or str(uuidlib.uuid4()), name=name,
+            parent_provider_uuid=parent_uuid)
+        rp.create()
+        for rc in inventories:
+            self._resource_class(rc)
+        rp.set_inventory([inventory.Inventory(
+            resource_provider=rp, resource_class=rc, **inv)
+            for rc, inv in inventories.items()])
+        rp.set_traits([self._trait(t) for t in sorted(set(traits))])
+        return rp.uuid
+
+    def _resource_class(self, name: str) -> None:
+        from placement import exception
+        from placement.objects import resource_class
+        if name in self._classes or not name.startswith('CUSTOM_'):
+            return
+        try:
+            resource_class.ResourceClass(self.ctx, name=name).create()
+        except exception.ResourceClassExists:
+            pass
+        self._classes.add(name)
+
+    def _trait(self, name: str):
+        from placement import exception
+        from placement.objects import trait
+        if name not in self._traits:
+            if os_traits.is_custom(name):
+                try:
+                    trait.Trait(self.ctx, name=name).create()
+                except exception.TraitExists:
+                    pass
+            self._traits[name] = trait.Trait.get_by_name(self.ctx, name)
+        return self._traits[name]
+
+
+def _provider(client, name: str, parent_uuid: str | None,
+              inventories: Mapping[str, dict], traits: Iterable[str],
+              uuid: str | None = None) -> str:
+    if isinstance(client, ObjectWriter):
+        return client.provider(name, parent_uuid, inventories, traits, uuid)
+    uuid = _create(client, name, parent_uuid, uuid=uuid)
+    _set_inventory(client, uuid, inventories)
+    _set_traits(client, uuid, traits)
+    return uuid
+
+
 def _create(client, name: str, parent_uuid: str | None = None,
             uuid: str | None = None) -> str:
     body: dict[str, Any] = {'name': name}
@@ -104,14 +182,11 @@ def create_compute_node(client: pclient.PlacementClient, nodename: str, *,
                         reserved_host_memory_mb: int = 512,
                         traits: Iterable[str] = COMPUTE_TRAITS) -> str:
     """The root provider of a compute node; returns its UUID."""
-    uuid = _create(client, nodename, uuid=uuid)
-    _set_inventory(client, uuid, {
+    return _provider(client, nodename, None, {
         'VCPU': _inventory(vcpus, ratio=cpu_allocation_ratio),
         'MEMORY_MB': _inventory(memory_mb, reserved=reserved_host_memory_mb),
         'DISK_GB': _inventory(disk_gb),
-    })
-    _set_traits(client, uuid, traits)
-    return uuid
+    }, traits, uuid=uuid)
 
 
 def create_pgpu_provider(client: pclient.PlacementClient, nodename: str,
@@ -119,10 +194,9 @@ def create_pgpu_provider(client: pclient.PlacementClient, nodename: str,
                          resource_class: str = 'VGPU') -> str:
     """A libvirt pGPU provider (GPU or VF offering ``total`` mdevs)."""
     name = naming.pgpu_provider_name(nodename, pci_address)
-    uuid = _create(client, name, root_uuid)
-    _set_inventory(client, uuid, {resource_class: _inventory(total)})
-    _set_traits(client, uuid, [os_traits.OWNER_NOVA])
-    return uuid
+    return _provider(client, name, root_uuid,
+                     {resource_class: _inventory(total)},
+                     [os_traits.OWNER_NOVA])
 
 
 def pci_resource_class(vendor_id: str, product_id: str) -> str:
@@ -137,11 +211,9 @@ def create_pci_provider(client: pclient.PlacementClient, nodename: str,
                         traits: Iterable[str] = ()) -> str:
     """A PCI-in-Placement provider of a PF (or of the VFs of a PF)."""
     name = naming.pci_provider_name(nodename, pci_address)
-    uuid = _create(client, name, root_uuid)
     rc = resource_class or pci_resource_class(vendor_id, product_id)
-    _set_inventory(client, uuid, {rc: _inventory(total)})
-    update_pci_provider_traits(client, uuid, traits)
-    return uuid
+    return _provider(client, name, root_uuid, {rc: _inventory(total)},
+                     _pci_traits(traits))
 
 
 def update_pci_provider_traits(client: pclient.PlacementClient, uuid: str,
@@ -151,8 +223,12 @@ def update_pci_provider_traits(client: pclient.PlacementClient, uuid: str,
     It replaces the traits with the device_spec ones: external traits are
     lost.
     """
-    _set_traits(client, uuid, set(traits) | {
-        os_traits.COMPUTE_MANAGED_PCI_DEVICE, os_traits.OWNER_NOVA})
+    _set_traits(client, uuid, _pci_traits(traits))
+
+
+def _pci_traits(traits: Iterable[str]) -> set[str]:
+    return set(traits) | {os_traits.COMPUTE_MANAGED_PCI_DEVICE,
+                          os_traits.OWNER_NOVA}
 
 
 def claim(client: pclient.PlacementClient, consumer_uuid: str,

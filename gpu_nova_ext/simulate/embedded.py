@@ -1,9 +1,17 @@
-"""A real Placement service embedded in this process, on loopback HTTP.
+"""A real Placement service embedded in this process.
 
 The simulator (``gpu-nova-ext simulate``) and the functional tests run the
-real openstack-placement WSGI application (SQLite, ``noauth2``) under
-:mod:`wsgiref` in a thread, so the agent talks to it exactly as it talks to
-a production Placement: through keystoneauth, over HTTP.
+real openstack-placement WSGI application (SQLite, ``noauth2``), so the
+agent and Nova's report client talk to it exactly as to a production
+Placement: through keystoneauth and requests, with the same URLs, headers
+and JSON bodies.  Two ways to reach it:
+
+* loopback HTTP (:meth:`EmbeddedPlacement.start`): :mod:`wsgiref` in a
+  thread, as the functional tests use it;
+* in process (:meth:`EmbeddedPlacement.mount`): a requests transport
+  adapter mounted on a client's session hands each prepared request to
+  the WSGI application directly, without a socket or a server thread (the
+  simulator: it sends tens of thousands of requests).
 
 A small WSGI middleware in front of the application counts the write
 requests (everything but GET/HEAD) the server received, and can run hooks
@@ -17,6 +25,7 @@ import collections
 from collections.abc import Callable
 import copy
 import dataclasses
+import io
 import json
 import os
 import threading
@@ -25,10 +34,16 @@ import uuid
 from wsgiref import simple_server
 
 from oslo_log import log as logging
+import requests
+from requests import adapters as requests_adapters
+from requests import structures
+import webob
 
 LOG = logging.getLogger(__name__)
 
 NOAUTH_TOKEN = 'admin'
+#: The endpoint of an in-process Placement (never resolved: see mount()).
+IN_PROCESS_ENDPOINT = 'http://placement.embedded.invalid/placement'
 WRITE_METHODS = ('POST', 'PUT', 'PATCH', 'DELETE')
 
 #: ``hook(environ) -> None or (status, body)``: a tuple answers the request
@@ -96,6 +111,38 @@ class CountingMiddleware:
         return self.app(environ, start_response)
 
 
+class WsgiAdapter(requests_adapters.BaseAdapter):
+    """A requests transport adapter that calls a WSGI app in process."""
+
+    def __init__(self, app: Callable):
+        super().__init__()
+        self.app = app
+
+    def send(self, request, stream=False, timeout=None, verify=True,
+             cert=None, proxies=None):
+        body = request.body or b''
+        if isinstance(body, str):
+            body = body.encode('utf-8')
+        req = webob.Request.blank(request.url, method=request.method)
+        req.headers.update(request.headers)
+        req.body_file = io.BytesIO(body)
+        req.content_length = len(body)
+        resp = req.get_response(self.app)
+        out = requests.Response()
+        out.status_code = resp.status_int
+        out.reason = resp.status.split(' ', 1)[-1]
+        out.headers = structures.CaseInsensitiveDict(resp.headerlist)
+        out._content = resp.body
+        out.encoding = resp.charset or 'utf-8'
+        out.url = request.url
+        out.request = request
+        out.raw = io.BytesIO(resp.body)
+        return out
+
+    def close(self):
+        pass
+
+
 class EmbeddedPlacement:
     """Real Placement over loopback HTTP.
 
@@ -105,8 +152,13 @@ class EmbeddedPlacement:
     :param host: address to listen on (loopback by default).
     """
 
-    def __init__(self, db_path: str | None = None, host: str = '127.0.0.1'):
+    def __init__(self, db_path: str | None = None, host: str = '127.0.0.1',
+                 thread_yield: bool = True):
         self.db_path = db_path
+        # oslo.db yields the thread at each connection check-in (for
+        # eventlet); a single-threaded in-process user has nobody to yield
+        # to, and on a busy machine each yield costs a scheduler slice
+        self.thread_yield = thread_yield
         self.host = host
         self.port = 0
         self.counter = CountingMiddleware()
@@ -148,6 +200,54 @@ class EmbeddedPlacement:
             self._thread.join(5)
             self._server = None
             self._thread = None
+
+    @property
+    def conf(self):
+        """The application's configuration (built on first use)."""
+        if self._app is None:
+            self._app = self._build_app()
+        return self._conf
+
+    def mount_endpoint(self) -> str:
+        """Build the application; the endpoint :meth:`mount` serves."""
+        if self._app is None:
+            self._app = self._build_app()
+        return IN_PROCESS_ENDPOINT
+
+    def provider_usage(self) -> dict[str, dict[str, tuple[int, int]]]:
+        """Total and used of every inventory, in one database query.
+
+        ``{provider uuid: {resource class id: (total, used)}}``, read from
+        Placement's database.
+        """
+        import sqlalchemy
+        query = sqlalchemy.text(
+            'SELECT rp.uuid, i.resource_class_id, i.total, '
+            'COALESCE(SUM(a.used), 0) FROM inventories i '
+            'JOIN resource_providers rp ON rp.id = i.resource_provider_id '
+            'LEFT JOIN allocations a ON '
+            'a.resource_provider_id = i.resource_provider_id AND '
+            'a.resource_class_id = i.resource_class_id '
+            'GROUP BY rp.uuid, i.resource_class_id, i.total')
+        out: dict[str, dict[str, tuple[int, int]]] = {}
+        with self._engine.connect() as conn:
+            for rp, rc, total, used in conn.execute(query):
+                out.setdefault(rp, {})[rc] = (int(total), int(used))
+        return out
+
+    def mount(self, session: Any) -> str:
+        """Serve ``session``'s requests in process; return the endpoint.
+
+        ``session`` is a keystoneauth ``Session`` (or a requests one): its
+        requests to :data:`IN_PROCESS_ENDPOINT` go to the application
+        through :class:`WsgiAdapter`, counted and hooked like HTTP ones.
+        """
+        if self._app is None:
+            self._app = self._build_app()
+        session = getattr(session, 'session', session)
+        session.mount(IN_PROCESS_ENDPOINT.rsplit('/', 1)[0],
+                      WsgiAdapter(self._dispatch))
+        return IN_PROCESS_ENDPOINT
 
     def close(self) -> None:
         """Stop serving and release the database."""
@@ -250,7 +350,11 @@ class EmbeddedPlacement:
         # only once; patch our own engine into it instead.
         if not getattr(db_api.configure, 'called', False):
             db_api.configure(conf)
-        engine = engines.create_engine(url, max_retries=0)
+        engine = engines.create_engine(url, max_retries=0,
+                                       thread_checkin=self.thread_yield)
+        if self.db_path:
+            _tune_sqlite(engine)
+        self._engine = engine
         migration.create_schema(engine)
         self._reset_engine = db_api.placement_context_manager.patch_engine(
             engine)
@@ -263,3 +367,20 @@ class EmbeddedPlacement:
         self._conf = conf
         self.counter.app = app
         return app
+
+
+def _tune_sqlite(engine) -> None:
+    """A throw-away database: no fsync, the journal in memory.
+
+    The file lives as long as the process uses it; durability across a
+    crash buys nothing and costs a disk flush per write.
+    """
+    import sqlalchemy
+
+    @sqlalchemy.event.listens_for(engine, 'connect')
+    def _pragmas(dbapi_conn, _record):
+        cursor = dbapi_conn.cursor()
+        cursor.execute('PRAGMA synchronous = OFF')
+        cursor.execute('PRAGMA journal_mode = MEMORY')
+        cursor.execute('PRAGMA temp_store = MEMORY')
+        cursor.close()

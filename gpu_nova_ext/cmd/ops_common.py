@@ -1,0 +1,42 @@
+"""What ``remediate``, ``drain`` and ``undrain`` share: the cloud options,
+the connections, and turning failed moves into exit code 2."""
+import argparse
+import os
+import sys
+
+from gpu_nova_ext import exception
+
+
+def add_cloud_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        '--os-cloud', default=os.environ.get('OS_CLOUD'), metavar='CLOUD',
+        help='Cloud of clouds.yaml (default: $OS_CLOUD, then [remediation] '
+             'cloud, then the OS_* variables).')
+
+
+def connections(args, conf, conn_factory=None, placement_factory=None):
+    """(openstacksdk connection, Placement client) for a command."""
+    from gpu_nova_ext.cmd import flavor as flavor_cmd
+    from gpu_nova_ext.placement import client as placement_client
+    conn = (conn_factory or flavor_cmd.connect)(
+        args.os_cloud or conf.remediation.cloud)
+    placement = (placement_factory or placement_client.PlacementClient)(conf)
+    return conn, placement
+
+
+def report(line: str) -> None:
+    print(line, flush=True)
+
+
+def check_results(results, what: str) -> int:
+    """0 when every move worked; a typed error naming the failures else."""
+    failed = [r for r in results if r.outcome == 'failed']
+    if failed:
+        raise exception.GpuNovaExtException(
+            '%d of %d server(s) of %s could not be moved (each is listed '
+            'above with its cause): fix the cause, then run the command '
+            'again.' % (len(failed), len(results), what))
+    print('%s: %d server(s) looked at, %d moved.' % (
+        what, len(results), sum(r.outcome == 'moved' for r in results)),
+        file=sys.stderr)
+    return 0

@@ -1,0 +1,103 @@
+"""``gpu-nova-ext drain`` / ``undrain``: a GPU host out of scheduling for a
+driver upgrade, and back in once its agent reports the new driver."""
+import argparse
+
+from oslo_config import cfg
+
+from gpu_nova_ext.cmd import ops_common
+from gpu_nova_ext import exception
+from gpu_nova_ext.operator import audit
+from gpu_nova_ext.operator import nova_actions
+from gpu_nova_ext.operator import remediate
+from gpu_nova_ext.operator import remediation_policy as policy
+from gpu_nova_ext.operator import rollout
+
+REASON_PREFIX = 'gpu-nova-ext drain: '
+
+
+def register(subparsers) -> None:
+    drain = subparsers.add_parser(
+        'drain',
+        help='Disable a GPU host\'s compute service, optionally moving its '
+             'GPU servers away.',
+        description=(
+            'Disables the nova-compute service of HOST with a reason (no '
+            'new server lands there); with --migrate, moves the servers on '
+            'its GPUs away as remediation does (live where Nova can, cold '
+            'otherwise, within the [remediation] concurrency limits) and '
+            'prints each move as it ends.'))
+    drain.add_argument('host', metavar='HOST')
+    drain.add_argument('--migrate', action='store_true',
+                       help='Also move the servers on its GPUs away.')
+    drain.add_argument('--reason', default='GPU driver upgrade',
+                       help='Disabled reason recorded in Nova.')
+    drain.add_argument('--dry-run', action='store_true',
+                       help='Say what would be done; change nothing.')
+    ops_common.add_cloud_arg(drain)
+    drain.set_defaults(func=run_drain)
+
+    undrain = subparsers.add_parser(
+        'undrain',
+        help='Re-enable a drained GPU host once it runs the expected '
+             'driver.',
+        description=(
+            'Re-enables the nova-compute service of HOST only when every '
+            'GPU of HOST reports driver branch BRANCH (the '
+            'CUSTOM_GPU_DRIVER_<BRANCH> trait gpu-nova-agent writes, or '
+            'its live state), as gpu-nova-ext audit shows it.'))
+    undrain.add_argument('host', metavar='HOST')
+    undrain.add_argument('--expect-driver', required=True, metavar='BRANCH',
+                         help='Driver branch (550) or version (550.54.15) '
+                              'every GPU must run.')
+    ops_common.add_cloud_arg(undrain)
+    undrain.set_defaults(func=run_undrain)
+
+
+def run_drain(args: argparse.Namespace, conf: cfg.ConfigOpts,
+              conn_factory=None, placement_factory=None) -> int:
+    conn, placement = ops_common.connections(args, conf, conn_factory,
+                                             placement_factory)
+    service = nova_actions.compute_service(conn, args.host)
+    say = ops_common.report
+    if args.dry_run:
+        say('dry run: would disable nova-compute on %s (%s)'
+            % (args.host, args.reason))
+    else:
+        nova_actions.set_service_status(conn, args.host, enabled=False,
+                                        reason=REASON_PREFIX + args.reason)
+        say('disabled nova-compute on %s (was %s): %s' % (
+            args.host, service.status, args.reason))
+    if not args.migrate:
+        return 0
+    remediator = remediate.Remediator(conf, conn, placement, report=say,
+                                      dry_run=args.dry_run)
+    trigger = policy.Trigger(host=args.host, reason='drain: ' + args.reason,
+                             source='drain')
+    decisions = remediator.plan(trigger, policy_name='migrate')
+    say('%s: %d server(s) on its GPUs: %s' % (
+        args.host, len(decisions), ', '.join(
+            '%d to %s' % (n, a) for a, n in sorted(
+                policy.summary(decisions).items())) or 'nothing to do'))
+    results = remediator.execute(trigger, decisions)
+    return ops_common.check_results(results, 'drain of %s' % args.host)
+
+
+def run_undrain(args: argparse.Namespace, conf: cfg.ConfigOpts,
+                conn_factory=None, placement_factory=None) -> int:
+    conn, placement = ops_common.connections(args, conf, conn_factory,
+                                             placement_factory)
+    service = nova_actions.compute_service(conn, args.host)
+    expected = rollout.branch(args.expect_driver)
+    report = audit.build_report(audit.collect(placement))
+    problems = rollout.driver_mismatches(report, args.host, expected)
+    if problems:
+        raise exception.UndrainRefused(
+            host=args.host, reason='expected driver branch %s, but %s' % (
+                expected, '; '.join(problems)))
+    nova_actions.set_service_status(conn, args.host, enabled=True)
+    ops_common.report('enabled nova-compute on %s (was %s%s): every GPU '
+                      'runs driver branch %s' % (
+                          args.host, service.status,
+                          ': %s' % service.disabled_reason
+                          if service.disabled_reason else '', expected))
+    return 0

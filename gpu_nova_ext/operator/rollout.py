@@ -1,0 +1,148 @@
+"""Driver roll-outs: in which batches to upgrade GPU hosts, and whether a
+drained host runs the expected driver branch again.
+
+Pure functions of an :class:`~gpu_nova_ext.operator.audit.AuditReport`
+(its driver view: the live state's driver version, else the
+``CUSTOM_GPU_DRIVER_<MAJOR>`` trait of the GPU's providers).
+"""
+import collections
+import dataclasses
+import math
+
+from gpu_nova_ext.operator import audit
+
+
+def branch(driver: str | None) -> str | None:
+    """``550`` of ``550.54.15``; a branch stays a branch."""
+    return driver.split('.')[0] if driver else None
+
+
+@dataclasses.dataclass
+class Batch:
+    hosts: list[str]
+    down: dict[str, int]        # capacity out of service by pool
+    over_limit: list[str] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class RolloutPlan:
+    batches: list[Batch]
+    totals: dict[str, int]      # capacity by pool (of the hosts in scope)
+    allowed: dict[str, int]     # capacity that may be down at once
+    done: list[str]             # hosts already on the target branch
+    notes: list[str]
+
+
+def plan(report: audit.AuditReport, max_unavailable_pct: float,
+         hosts: set[str] | None = None, model: str | None = None,
+         target_branch: str | None = None) -> RolloutPlan:
+    """Batches of hosts to upgrade one after the other.
+
+    No pool of GPUs (one model in one mode: ``A100_80GB_PCIE vgpu``) loses
+    more than ``max_unavailable_pct`` percent of its capacity at once.
+    Capacity is Placement's inventory: vGPUs of vGPU GPUs, whole GPUs of
+    passed-through ones.
+
+    :param hosts: only these hosts (an aggregate); None: all GPU hosts
+    :param model: only hosts with GPUs of this model (a prefix at a ``_``
+        boundary, as ``gpu:model``)
+    :param target_branch: hosts whose GPUs all run it already are left out
+    """
+    by_host: dict[str, collections.Counter] = collections.defaultdict(
+        collections.Counter)
+    branches: dict[str, set] = collections.defaultdict(set)
+    for g in report.gpus:
+        if hosts is not None and g.host not in hosts:
+            continue
+        by_host[g.host][pool(g)] += g.total
+        branches[g.host].add(branch(g.driver))
+    if model:
+        by_host = {h: c for h, c in by_host.items()
+                   if any(_model_matches(p.split()[0], model) for p in c)}
+    totals: collections.Counter = collections.Counter()
+    for counts in by_host.values():
+        totals.update(counts)
+    done = sorted(h for h in by_host
+                  if target_branch and branches[h] == {target_branch})
+    allowed = {m: math.floor(n * max_unavailable_pct / 100.0)
+               for m, n in totals.items()}
+    notes = []
+    batches: list[Batch] = []
+    # biggest hosts first: they are the hardest to fit
+    todo = sorted((h for h in by_host if h not in done),
+                  key=lambda h: (-sum(by_host[h].values()), h))
+    for host in todo:
+        counts = by_host[host]
+        for batch in batches:
+            if all(batch.down.get(m, 0) + n <= allowed[m]
+                   for m, n in counts.items()):
+                batch.hosts.append(host)
+                for m, n in counts.items():
+                    batch.down[m] = batch.down.get(m, 0) + n
+                break
+        else:
+            over = sorted(m for m, n in counts.items() if n > allowed[m])
+            batches.append(Batch(hosts=[host], down=dict(counts),
+                                 over_limit=over))
+            for m in over:
+                notes.append(
+                    '%s alone holds %d of %d of %s capacity, more than '
+                    '%g%%: it gets a batch of its own and %s capacity drops '
+                    'below the limit while it is upgraded.'
+                    % (host, counts[m], totals[m], m, max_unavailable_pct,
+                       m))
+    for b in batches:
+        b.hosts.sort()
+    if not by_host:
+        notes.append('no GPU host matches (model %s, %s).' % (
+            model or 'any', 'the given hosts' if hosts is not None
+            else 'all hosts'))
+    unknown = sorted(h for h in by_host if None in branches[h])
+    if unknown:
+        notes.append('driver unknown on %s (no CUSTOM_GPU_DRIVER_* trait, '
+                     'no live state).' % ', '.join(unknown))
+    return RolloutPlan(batches=batches, totals=dict(totals), allowed=allowed,
+                       done=done, notes=notes)
+
+
+def pool(gpu: audit.GpuView) -> str:
+    """``MODEL mode``: GPUs that can stand in for each other."""
+    return '%s %s' % (gpu.model, gpu.mode)
+
+
+def _model_matches(have: str, want: str) -> bool:
+    want = want.upper()
+    return have == want or have.startswith(want + '_')
+
+
+def render(p: RolloutPlan) -> str:
+    lines = ['Capacity (Placement inventory): %s' % (', '.join(
+        '%s %d (at most %d down at once)' % (m, p.totals[m], p.allowed[m])
+        for m in sorted(p.totals)) or 'none')]
+    for i, b in enumerate(p.batches, 1):
+        lines.append('batch %d: %s  (down: %s)%s' % (
+            i, ', '.join(b.hosts),
+            ', '.join('%s %d/%d' % (m, n, p.totals[m])
+                      for m, n in sorted(b.down.items())),
+            '  OVER LIMIT: %s' % ', '.join(b.over_limit)
+            if b.over_limit else ''))
+    if p.done:
+        lines.append('already on the target branch: %s' % ', '.join(p.done))
+    for note in p.notes:
+        lines.append('Note: %s' % note)
+    return '\n'.join(lines) + '\n'
+
+
+def driver_mismatches(report: audit.AuditReport, host: str,
+                      expected: str) -> list[str]:
+    """What stops ``host`` from being re-enabled.
+
+    One line per GPU whose driver branch is not ``expected``;
+    ``['no GPU ...']`` when the host has none.
+    """
+    gpus = [g for g in report.gpus if g.host == host]
+    if not gpus:
+        return ['no GPU of %s in Placement' % host]
+    return ['GPU %s runs %s' % (g.address or g.providers[0],
+                                g.driver or 'an unknown driver')
+            for g in gpus if branch(g.driver) != expected]

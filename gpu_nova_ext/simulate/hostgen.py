@@ -1,0 +1,279 @@
+"""Host XML from a list of GPUs: ``gpus: [{model, count, mode, ...}]``.
+
+Operators describe a host kind by its GPUs instead of hand-written libvirt
+XML; this module writes the libvirt test-driver ``<node>`` document that
+libvirt would report for such a host, plus the facts the ``simulated``
+inventory source (NVML's stand-in) gives for each GPU:
+
+* PCI vendor and device IDs from the project's PCI-ID table
+  (:data:`gpu_nova_ext.inventory.pci_ids.PCI_MODELS`), so the agent finds
+  the same model through libvirt as through NVML;
+* ``mode: passthrough``: a plain PCI function per GPU (nova-compute's PCI
+  in Placement);
+* ``mode: vgpu``: the GPU lists the mdev type with ``availableInstances``
+  (NVIDIA time-sliced vGPU on the physical function);
+* ``mode: vgpu-vfio``: SR-IOV (NVIDIA Ampere and later): the GPU has one
+  virtual function per vGPU instance, each listing the mdev type with one
+  instance.
+
+The caller (:mod:`gpu_nova_ext.simulate.scenario`) has checked every value.
+"""
+import dataclasses
+from typing import Any
+from xml.sax import saxutils
+
+from gpu_nova_ext.inventory import pci_ids
+from gpu_nova_ext.inventory import simulated
+from gpu_nova_ext import naming
+from gpu_nova_ext.simulate import checks
+
+MODES = ('passthrough', 'vgpu', 'vgpu-vfio')
+GPU_SPEC_KEYS = ('model', 'count', 'mode', 'vgpu_type', 'vgpu_name',
+                 'vgpu_instances', 'memory_mib', 'cuda_cc',
+                 'driver_version', 'metrics', 'health')
+#: model -> (vendor_id, device_id): the first PCI ID of each model
+PCI_ID_OF_MODEL: dict[str, tuple[str, str]] = {}
+for _ids, _model in pci_ids.PCI_MODELS.items():
+    PCI_ID_OF_MODEL.setdefault(_model, _ids)
+# Physical memory (MiB) as NVML / amdsmi / xpu-smi report it, for models
+# whose name does not say it; a scenario may give memory_mib itself.
+MEMORY_MIB = {
+    'TESLA_T4': 15360, 'A10': 23028, 'A10G': 23028, 'A30': 24576,
+    'A40': 46068, 'RTX_A6000': 49140, 'L4': 23034, 'L40': 46068,
+    'L40S': 46068, 'H100_80GB_HBM3': 81559, 'H100_PCIE': 81559,
+    'H100_NVL': 95830, 'H200': 143771, 'H200_NVL': 143771,
+    'B200': 183359, 'MI100': 32768, 'MI210': 65536, 'MI250': 131072,
+    'MI250X': 131072, 'MI300A': 131072, 'MI300X': 196608,
+    'FLEX_170': 16384, 'FLEX_140': 12288, 'MAX_1550': 131072,
+    'MAX_1350': 98304, 'MAX_1100': 49152,
+    'RTX_6000_ADA_GENERATION': 49140,
+}
+DEFAULT_DRIVER = {'nvidia': '550.54.15', 'amd': '6.8.5', 'intel': '1.3.29'}
+FIRST_BUS = 0x10
+
+
+@dataclasses.dataclass
+class GpuSpec:
+    """One ``gpus:`` entry of a host kind (checked)."""
+
+    model: str
+    count: int
+    mode: str
+    vgpu_type: str | None = None
+    vgpu_name: str | None = None
+    vgpu_instances: int | None = None
+    memory_mib: int | None = None
+    cuda_cc: str | None = None
+    driver_version: str | None = None
+    metrics: dict[str, float] = dataclasses.field(default_factory=dict)
+    health: str | None = None
+
+    @property
+    def vendor_id(self) -> str:
+        return PCI_ID_OF_MODEL[self.model][0]
+
+    @property
+    def device_id(self) -> str:
+        return PCI_ID_OF_MODEL[self.model][1]
+
+    @property
+    def vendor(self) -> str:
+        return naming.VENDOR_IDS[self.vendor_id]
+
+    def memory(self) -> int | None:
+        if self.memory_mib is not None:
+            return self.memory_mib
+        if self.model in MEMORY_MIB:
+            return MEMORY_MIB[self.model]
+        gb = [int(p[:-2]) for p in self.model.split('_')
+              if p.endswith('GB') and p[:-2].isdigit()]
+        return gb[0] * 1024 if gb else None
+
+    def instances(self) -> int:
+        """vGPUs one GPU holds: given, or memory / the type's framebuffer."""
+        if self.vgpu_instances is not None:
+            return self.vgpu_instances
+        framebuffer = naming.vgpu_type_framebuffer_mib(self.vgpu_name)
+        memory = self.memory()
+        if framebuffer and memory:
+            return max(1, memory // framebuffer)
+        raise ValueError('give vgpu_instances (vGPUs per GPU) or a '
+                         'vgpu_name whose framebuffer is known (like '
+                         'A100D-10C)')
+
+
+@dataclasses.dataclass
+class Generated:
+    xml_text: str
+    facts: dict[str, dict[str, Any]]       # GPU address -> simulated facts
+    nova_gpu_mode: str                     # vgpu | pci
+    enabled_mdev_types: list[str]
+
+
+def _address(bus: int, slot: int = 0, function: int = 0) -> str:
+    return '0000:%02x:%02x.%x' % (bus, slot, function)
+
+
+def _device(address: str, spec: GpuSpec, numa: int, *, vfs=(),
+            pf: str | None = None, mdev: tuple[str, str, int] | None = None
+            ) -> str:
+    dom, bus, rest = address.split(':')
+    slot, func = rest.split('.')
+    name = 'pci_' + address.replace(':', '_').replace('.', '_')
+    caps = []
+    if vfs:
+        caps.append("<capability type='virt_functions' maxCount='%d'>%s"
+                    "</capability>" % (len(vfs), ''.join(
+                        _addr_element(v) for v in vfs)))
+    if pf:
+        caps.append("<capability type='phys_function'>%s</capability>"
+                    % _addr_element(pf))
+    if mdev:
+        type_id, type_name, available = mdev
+        caps.append(
+            "<capability type='mdev_types'><type id=%s><name>%s</name>"
+            "<deviceAPI>vfio-pci</deviceAPI><availableInstances>%d"
+            "</availableInstances></type></capability>" % (
+                saxutils.quoteattr(type_id), saxutils.escape(type_name),
+                available))
+    return (
+        "<device><name>%s</name><parent>computer</parent>"
+        "<capability type='pci'><class>0x030200</class><domain>%d</domain>"
+        "<bus>%d</bus><slot>%d</slot><function>%d</function>"
+        "<product id='0x%s'>[%s]</product><vendor id='0x%s'/>%s"
+        "<numa node='%d'/></capability></device>" % (
+            name, int(dom, 16), int(bus, 16), int(slot, 16), int(func, 16),
+            spec.device_id, saxutils.escape(spec.model), spec.vendor_id,
+            ''.join(caps), numa))
+
+
+def _addr_element(address: str) -> str:
+    dom, bus, rest = address.split(':')
+    slot, func = rest.split('.')
+    return ("<address domain='0x%s' bus='0x%s' slot='0x%s' "
+            "function='0x%s'/>" % (dom, bus, slot, func))
+
+
+def _facts(spec: GpuSpec) -> dict[str, Any]:
+    facts: dict[str, Any] = {'name': spec.model.replace('_', ' ')}
+    memory = spec.memory()
+    if memory is not None:
+        facts['memory_mib'] = memory
+    facts['driver_version'] = (spec.driver_version or
+                               DEFAULT_DRIVER[spec.vendor])
+    if spec.cuda_cc:
+        facts['cuda_cc'] = spec.cuda_cc
+    if spec.metrics:
+        facts['metrics'] = dict(spec.metrics)
+    if spec.health:
+        facts['health'] = {'state': spec.health, 'reasons': []}
+    if spec.mode != 'passthrough':
+        facts['vgpu_types'] = [{'id': spec.vgpu_type,
+                                'name': spec.vgpu_name or spec.vgpu_type,
+                                'max': spec.instances()}]
+    return facts
+
+
+def generate(specs: list[GpuSpec]) -> Generated:
+    """The host XML and GPU facts of a host with these GPUs."""
+    devices = []
+    facts = {}
+    mdev_types: list[str] = []
+    bus = FIRST_BUS
+    index = 0
+    for spec in specs:
+        for _ in range(spec.count):
+            pf = _address(bus)
+            numa = index % 2
+            name = spec.vgpu_name or spec.vgpu_type or ''
+            if spec.mode == 'vgpu-vfio':
+                vfs = [_address(bus + 1, k // 8, k % 8)
+                       for k in range(spec.instances())]
+                devices.append(_device(pf, spec, numa, vfs=vfs))
+                devices += [_device(vf, spec, numa, pf=pf,
+                                    mdev=(spec.vgpu_type, name, 1))
+                            for vf in vfs]
+            elif spec.mode == 'vgpu':
+                devices.append(_device(pf, spec, numa, mdev=(
+                    spec.vgpu_type, name, spec.instances())))
+            else:
+                devices.append(_device(pf, spec, numa))
+            if spec.vgpu_type and spec.vgpu_type not in mdev_types:
+                mdev_types.append(spec.vgpu_type)
+            facts[pf] = _facts(spec)
+            bus += 2
+            index += 1
+    xml = '<node>\n%s\n</node>\n' % '\n'.join(devices)
+    modes = {s.mode == 'passthrough' for s in specs}
+    if len(modes) > 1:
+        raise ValueError('mixes passthrough and vGPU GPUs; nova-compute '
+                         'offers a host\'s GPUs one way: make two host '
+                         'kinds')
+    return Generated(xml_text=xml, facts=facts,
+                     nova_gpu_mode='pci' if modes == {True} else 'vgpu',
+                     enabled_mdev_types=mdev_types)
+
+
+def parse(check: checks.Checker, value: list, entry: str) -> Generated:
+    """``gpus:`` as a list of GPU kinds -> the host XML and GPU facts."""
+    if not value:
+        raise check.fail(entry, 'expected at least one GPU kind')
+    specs = []
+    for i, item in enumerate(value):
+        gentry = '%s[%d]' % (entry, i)
+        item = check.mapping(item, gentry)
+        check.keys(item, GPU_SPEC_KEYS, gentry)
+        model = check.string(check.required(item, 'model', gentry),
+                             gentry + '.model')
+        if model not in PCI_ID_OF_MODEL:
+            raise check.fail(gentry + '.model', 'unknown model %r; known: %s'
+                             % (model, ', '.join(sorted(
+                                 PCI_ID_OF_MODEL))))
+        spec = GpuSpec(
+            model=model,
+            count=check.integer(check.required(item, 'count', gentry),
+                                gentry + '.count', 1, 64),
+            mode=check.choice(item.get('mode', 'passthrough'),
+                              MODES, gentry + '.mode'))
+        if spec.mode != 'passthrough':
+            if spec.vendor != 'nvidia':
+                raise check.fail(gentry + '.mode', 'vGPU (mdev) is '
+                                 'simulated for NVIDIA GPUs; use '
+                                 'passthrough for %s' % model)
+            spec.vgpu_type = check.name(
+                check.required(item, 'vgpu_type', gentry),
+                gentry + '.vgpu_type')
+        elif 'vgpu_type' in item:
+            raise check.fail(gentry + '.vgpu_type', 'only with mode vgpu or '
+                             'vgpu-vfio')
+        if 'vgpu_name' in item:
+            spec.vgpu_name = check.string(item['vgpu_name'],
+                                          gentry + '.vgpu_name')
+        if 'vgpu_instances' in item:
+            spec.vgpu_instances = check.integer(
+                item['vgpu_instances'], gentry + '.vgpu_instances', 1, 64)
+        if 'memory_mib' in item:
+            spec.memory_mib = check.integer(item['memory_mib'],
+                                            gentry + '.memory_mib', 1)
+        for key in ('cuda_cc', 'driver_version'):
+            if key in item:
+                setattr(spec, key, str(check.string(
+                    str(item[key]), '%s.%s' % (gentry, key))))
+        if 'health' in item:
+            spec.health = check.choice(item['health'], simulated.HEALTH_STATES,
+                                       gentry + '.health')
+        metrics = check.mapping(item.get('metrics') or {},
+                                gentry + '.metrics')
+        spec.metrics = {str(k): check.number(
+            v, '%s.metrics.%s' % (gentry, k), minimum=-273.0)
+            for k, v in metrics.items()}
+        if spec.mode != 'passthrough':
+            try:
+                spec.instances()
+            except ValueError as exc:
+                raise check.fail(gentry, str(exc))
+        specs.append(spec)
+    try:
+        return generate(specs)
+    except ValueError as exc:
+        raise check.fail(entry, str(exc))

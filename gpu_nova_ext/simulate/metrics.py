@@ -1,0 +1,199 @@
+"""Capacity-planning figures of a run, kept up to date step by step.
+
+* **GPU units**: a whole GPU is one unit; a vGPU is ``1 / n`` of its GPU
+  when the GPU holds ``n`` of its type (the GPU's Placement inventory).
+* **GPU allocation rate**: GPU units allocated / all GPUs.
+* **Arrived load**: GPU units requested by every server that arrived so
+  far (placed, failed or since deleted), in % of all GPUs.  A flavor's
+  units: what it asks of Placement (Nova's own resource request) divided
+  by the mean capacity of the GPUs that could hold it (same resource
+  class, and its ``gpu:model`` when it has one).
+* **Fragmentation**: free GPU capacity that no flavor of the mix can use
+  (too little left on the GPU, the host's CPU or RAM full, the GPU
+  unhealthy, or no flavor for that GPU) / all free GPU capacity.
+"""
+import dataclasses
+from typing import Any
+import uuid
+
+from gpu_nova_ext import naming
+from gpu_nova_ext.simulate import nova_env
+
+
+@dataclasses.dataclass
+class Gpu:
+    host: Any                  # SimulatedHost
+    address: str
+    resource_class: str
+    capacity: int              # instances the GPU holds
+    model: str
+    used: int = 0
+
+
+@dataclasses.dataclass
+class Need:
+    """What one server of a flavor takes of a GPU."""
+
+    resource_class: str
+    amount: int
+    model: str | None
+    units: float = 0.0         # GPU units, see the module docstring
+
+
+def _pct(part: float, whole: float) -> float:
+    return round(100.0 * part / whole, 2) if whole else 0.0
+
+
+class Meter:
+    """Per-GPU usage and arrivals of one run."""
+
+    def __init__(self, scenario, hosts: dict):
+        self.scenario = scenario
+        self.hosts = hosts
+        self.gpus: dict[tuple[str, str], Gpu] = {}
+        for host in hosts.values():
+            models = {g['pci_address']: g.get('model') or ''
+                      for g in (host.payload or {}).get('gpus', [])}
+            for address, rps in host.providers_of_gpu.items():
+                known = [host.providers[rp] for rp in rps
+                         if rp in host.providers]
+                if not known:
+                    continue
+                self.gpus[(host.name, address)] = Gpu(
+                    host=host, address=address,
+                    resource_class=known[0][1],
+                    capacity=sum(k[2] for k in known),
+                    model=models.get(address, ''))
+        self.needs = {name: self._need(f)
+                      for name, f in scenario.flavors.items()}
+        self.used_units = 0.0
+        self.arrived_units = 0.0
+        self.first_failure: dict[str, Any] | None = None
+        if scenario.workload is not None:
+            self.mix = list(scenario.workload.flavors)
+        else:
+            self.mix = sorted({s.flavor for s in scenario.steps
+                               if hasattr(s, 'flavor')})
+
+    def _need(self, flavor) -> Need | None:
+        """The flavor's GPU request, from Nova's own resource request."""
+        ctx = nova_env.admin_context()
+        spec = nova_env.request_spec(ctx, flavor, str(uuid.uuid4()))
+        resources = nova_env.resource_request(ctx, spec)
+        classes = {g.resource_class for g in self.gpus.values()}
+        for rc, amount in resources.merged_resources().items():
+            if rc in classes:
+                model = flavor.extra_specs.get('gpu:model')
+                need = Need(rc, int(amount), model)
+                fits = [g.capacity for g in self.gpus.values()
+                        if self._fits_kind(g, need)]
+                need.units = (amount * len(fits) / sum(fits)) if fits else 0
+                return need
+        return None
+
+    @staticmethod
+    def _fits_kind(gpu: Gpu, need: Need) -> bool:
+        if gpu.resource_class != need.resource_class:
+            return False
+        return not need.model or any(
+            naming.model_matches(m.strip(), gpu.model)
+            for m in need.model.split(','))
+
+    def needs_gpu(self, flavor: str) -> bool:
+        return self.needs.get(flavor) is not None
+
+    # -- updates -------------------------------------------------------------
+
+    @property
+    def arrived_pct(self) -> float:
+        return _pct(self.arrived_units, len(self.gpus))
+
+    @property
+    def allocation_pct(self) -> float:
+        return _pct(self.used_units, len(self.gpus))
+
+    def arrive(self, flavor) -> float:
+        need = self.needs.get(flavor.name)
+        if need is not None:
+            self.arrived_units += need.units
+        return self.arrived_pct
+
+    def consumed(self, host, instance_uuid: str, sign: int) -> None:
+        instance = host.instances[instance_uuid]
+        for rp, amount in instance.allocations.items():
+            gpu = self.gpus.get((host.name, host.gpu_of_provider.get(rp)))
+            if gpu is not None:
+                gpu.used += sign * amount
+                self.used_units += sign * amount / gpu.capacity
+
+    def failed(self, server, flavor) -> None:
+        if self.first_failure is None and self.needs_gpu(flavor.name):
+            self.first_failure = {
+                'server': server.server, 'flavor': flavor.name,
+                'arrived_pct': self.arrived_pct,
+                'gpu_allocation_pct': self.allocation_pct,
+                'fragmentation_pct': self.fragmentation_pct()}
+
+    def point(self) -> tuple[float, float]:
+        return self.arrived_pct, self.allocation_pct
+
+    # -- figures -----------------------------------------------------------
+
+    def fragmentation_pct(self) -> float:
+        free = stranded = 0.0
+        needs = [(self.scenario.flavors[n], self.needs[n]) for n in self.mix
+                 if self.needs.get(n) is not None]
+        for gpu in self.gpus.values():
+            left = gpu.capacity - gpu.used
+            if left <= 0:
+                continue
+            units = left / gpu.capacity
+            free += units
+            if not any(self._usable(gpu, left, f, n) for f, n in needs):
+                stranded += units
+        return _pct(stranded, free)
+
+    @staticmethod
+    def _usable(gpu: Gpu, left: int, flavor, need: Need) -> bool:
+        if left < need.amount or not Meter._fits_kind(gpu, need):
+            return False
+        host = gpu.host
+        spec = host.spec
+        health = host.facts.get(gpu.address, {}).get('health')
+        if isinstance(health, dict):
+            health = health.get('state')
+        if health == 'unhealthy':
+            return False
+        return (host.used['vcpus'] + flavor.vcpus <=
+                spec.vcpus * spec.cpu_allocation_ratio and
+                host.used['memory_mb'] + flavor.ram_mb <=
+                spec.memory_mb * spec.ram_allocation_ratio)
+
+    def summary(self, result) -> dict[str, Any]:
+        placed = sum(1 for s in result.servers if not s.error)
+        by_model: dict[str, list[float]] = {}
+        busy_hosts = set()
+        for gpu in self.gpus.values():
+            entry = by_model.setdefault(gpu.model or '-', [0, 0.0])
+            entry[0] += 1
+            entry[1] += gpu.used / gpu.capacity
+            if gpu.used:
+                busy_hosts.add(gpu.host.name)
+        gpu_hosts = {g.host.name for g in self.gpus.values()}
+        busy_hosts |= {h.name for h in self.hosts.values()
+                       if h.used['instances']}
+        return {
+            'servers_placed': placed,
+            'servers_failed': len(result.servers) - placed,
+            'servers_deleted': result.deleted,
+            'hosts': len(self.hosts), 'gpus': len(self.gpus),
+            'gpu_allocation_pct': self.allocation_pct,
+            'arrived_pct': self.arrived_pct,
+            'first_gpu_failure': self.first_failure,
+            'fragmentation_pct': self.fragmentation_pct(),
+            'fully_free_gpu_hosts': len(gpu_hosts - busy_hosts),
+            'hosts_missing_state': len(result.missing_state),
+            'usage_by_model': {
+                model: {'gpus': n, 'allocation_pct': _pct(units, n)}
+                for model, (n, units) in sorted(by_model.items())},
+        }

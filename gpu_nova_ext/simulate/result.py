@@ -1,0 +1,96 @@
+"""What a simulation run gives: servers, events, occupancy, summary."""
+import dataclasses
+from typing import Any
+
+from gpu_nova_ext.simulate import scenario as scn
+
+
+@dataclasses.dataclass
+class ServerResult:
+    server: str
+    flavor: str
+    host: str | None = None
+    gpus: list[str] = dataclasses.field(default_factory=list)
+    weights: dict[str, float] = dataclasses.field(default_factory=dict)
+    error: str | None = None
+    weight: float | None = None      # the host's total weight
+    #: the next best host and its weights (what the winner beat)
+    runner_up: str | None = None
+    runner_up_weights: dict[str, float] = dataclasses.field(
+        default_factory=dict)
+    #: filter -> GPUs of the chosen host whose candidates it dropped
+    excluded: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+    step: int = 0                    # index in the scenario's boots:
+    #: requested GPU units so far, in % of the cloud's GPU capacity
+    arrived_pct: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.error is not None:
+            return {'server': self.server, 'flavor': self.flavor,
+                    'error': self.error}
+        return {'server': self.server, 'flavor': self.flavor,
+                'host': self.host, 'gpus': list(self.gpus),
+                'weights': dict(self.weights)}
+
+
+@dataclasses.dataclass
+class EventResult:
+    host: str
+    gpu: str | None
+    health: str | None
+    metrics: dict[str, float]
+    step: int = 0
+    what: str = ''
+
+
+@dataclasses.dataclass
+class Occupancy:
+    host: str
+    gpu: str
+    model: str | None
+    used: int
+    total: int
+    health: str | None
+    mode: str | None = None
+    #: the host's GPU state in the scheduler's cache: live or missing
+    state: str = 'live'
+
+    def to_dict(self) -> dict[str, Any]:
+        return {'host': self.host, 'gpu': self.gpu, 'model': self.model,
+                'used': self.used, 'total': self.total,
+                'health': self.health, 'state': self.state}
+
+
+@dataclasses.dataclass
+class Result:
+    scenario: scn.Scenario
+    policy: str | None = None
+    servers: list[ServerResult] = dataclasses.field(default_factory=list)
+    events: list[EventResult] = dataclasses.field(default_factory=list)
+    occupancy: list[Occupancy] = dataclasses.field(default_factory=list)
+    #: host -> first step at which Placement offered it for a boot while
+    #: its GPU state was missing in the scheduler (GPU filters excluded it)
+    missing_state: dict[str, int] = dataclasses.field(default_factory=dict)
+    summary: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: (arrived %, GPU allocation rate %) after each boot
+    curve: list[tuple[float, float]] = dataclasses.field(
+        default_factory=list)
+    #: wall-clock and CPU seconds per phase (set-up, steps, occupancy)
+    timings: dict[str, float] = dataclasses.field(default_factory=dict)
+    cpu: dict[str, float] = dataclasses.field(default_factory=dict)
+    deleted: int = 0
+    stop_reason: str | None = None
+    elapsed: float = 0.0
+    sim_seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """``--format json``: strict JSON (the writer refuses NaN)."""
+        out = {'placements': [s.to_dict() for s in self.servers],
+               'occupancy': [o.to_dict() for o in self.occupancy],
+               'missing_state': [{'host': h, 'since_step': s}
+                                 for h, s in sorted(
+                                     self.missing_state.items())],
+               'summary': dict(self.summary)}
+        if self.policy is not None:
+            out['policy'] = self.policy
+        return out

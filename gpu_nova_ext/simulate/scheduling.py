@@ -1,0 +1,151 @@
+"""One boot through Nova's scheduling path, and one delete.
+
+What ``SchedulerManager._schedule`` does for a one-server request, with
+Nova's own code (:mod:`gpu_nova_ext.simulate.nova_env`): the request spec,
+Nova's request filters, the Placement query (at most ``[scheduler]
+max_placement_results`` candidates, as Nova asks), a HostState per host
+Placement returned, the filter and weight handlers, the claim, and
+``consume_from_request``.
+
+Like Nova's HostManager, HostStates are kept between requests and rebuilt
+from the host's ComputeNode record only when the host changed (a server
+built or deleted there).
+"""
+import uuid
+
+from oslo_log import log as logging
+
+from gpu_nova_ext.simulate import nova_env
+from gpu_nova_ext.simulate import result as res
+from gpu_nova_ext.simulate import scenario as scn
+
+LOG = logging.getLogger(__name__)
+
+
+class Scheduling:
+    """Boots and deletes servers on the simulated hosts."""
+
+    def __init__(self, scenario: scn.Scenario, scheduler, hosts: dict,
+                 cache, client):
+        self.scenario = scenario
+        self.scheduler = scheduler
+        self.hosts = hosts
+        self.cache = cache
+        self.client = client
+        self.ctx = nova_env.admin_context()
+        self.aggregates = nova_env.aggregates(scenario)
+        self.by_root = {}
+        self._states: dict[str, object] = {}
+        #: hosts Placement offered for the last boot whose GPU state the
+        #: scheduler's cache did not have (GPU filters exclude them)
+        self.missing_state: list[str] = []
+
+    def _roots(self) -> dict:
+        if len(self.by_root) != len(self.hosts):
+            self.by_root = {h.root_uuid: h for h in self.hosts.values()}
+        return self.by_root
+
+    def _state(self, host, candidates: list):
+        state = self._states.get(host.name)
+        if state is None:
+            compute = nova_env.compute_node(
+                host.spec, host.root_uuid, host.used, host.pci_pools)
+            state = self._states[host.name] = nova_env.host_state(
+                compute, [], self.aggregates.get(host.name))
+        nova_env.set_candidates(state, candidates)
+        return state
+
+    def changed(self, host_name: str) -> None:
+        """The host's usage changed: rebuild its HostState next time."""
+        self._states.pop(host_name, None)
+
+    def boot(self, server: res.ServerResult, flavor: scn.Flavor):
+        """Schedule and claim ``server``.
+
+        Returns (host, instance uuid), or (None, None) with
+        ``server.error`` set.
+        """
+        ctx = self.ctx
+        instance_uuid = str(uuid.uuid4())
+        spec = nova_env.request_spec(ctx, flavor, instance_uuid)
+        nova_env.prefilter(ctx, spec)
+        resources = nova_env.resource_request(ctx, spec)
+        answer = self.client.get_allocation_candidates(ctx, resources)
+        alloc_reqs, summaries, version = answer or (None, None, None)
+        self.missing_state = []
+        if not alloc_reqs:
+            server.error = ('No valid host: Placement has no allocation '
+                            'candidate for %s' % _describe(resources))
+            return None, None
+        by_root: dict[str, list] = {}
+        roots = self._roots()
+        for ar in alloc_reqs:
+            for rp in ar['allocations']:
+                if rp in roots:
+                    by_root.setdefault(rp, []).append(ar)
+        states = []
+        oldest = self.cache.oldest_live()
+        for root, host in roots.items():
+            if root in summaries:
+                states.append(self._state(host, by_root.get(root, [])))
+                record = self.cache.host_record(host.name)
+                if record is None or record.received_at < oldest:
+                    self.missing_state.append(host.name)
+        ordered = self.scheduler.select(states, spec)
+        if not ordered:
+            server.error = 'No valid host: %s' % self.scheduler.rejection()
+            return None, None
+        for state in ordered:
+            if not state.allocation_candidates:
+                continue
+            alloc_req = state.allocation_candidates[0]
+            if nova_env.claim(ctx, self.client, spec, instance_uuid,
+                              alloc_req, version):
+                break
+        else:
+            server.error = ('No valid host: the claim in Placement failed '
+                            'on every host that passed the filters')
+            return None, None
+        # as _schedule does before consume_from_request
+        for group in spec.requested_resources:
+            group.provider_uuids = alloc_req['mappings'][group.requester_id]
+        state.consume_from_request(spec)
+        host = self.hosts[state.host]
+        self._explain(server, state, ordered, host)
+        server.gpus = host.consume(flavor, alloc_req['allocations'],
+                                   instance_uuid)
+        self.changed(host.name)
+        return host, instance_uuid
+
+    def _explain(self, server, state, ordered, host) -> None:
+        sched = self.scheduler
+        server.host = state.host
+        server.weights = dict(sorted(
+            sched.weight_log.get(state.host, {}).items()))
+        server.weight = sched.total_weights.get(state.host)
+        others = [s for s in ordered if s is not state]
+        if others:
+            server.runner_up = others[0].host
+            server.runner_up_weights = dict(
+                sched.weight_log.get(others[0].host, {}))
+        for name, rps in sched.pruned.get(state.host, {}).items():
+            gpus = sorted({host.gpu_of_provider[rp] for rp in rps
+                           if rp in host.gpu_of_provider})
+            if gpus:
+                server.excluded[name] = gpus
+
+    def delete(self, instance_uuid: str, host_name: str) -> None:
+        """Free the server's allocations in Placement.
+
+        As nova-compute's delete does, with Nova's report client.
+        """
+        self.client.delete_allocation_for_instance(
+            self.ctx, instance_uuid, force=True)
+        self.changed(host_name)
+
+
+def _describe(resources) -> str:
+    """A ResourceRequest in a line: ``VCPU=8, MEMORY_MB=..., VGPU=1``."""
+    parts = ['%s=%d' % kv for kv in resources.merged_resources().items()]
+    parts += sorted(resources.all_required_traits)
+    return ', '.join(parts)

@@ -1,0 +1,134 @@
+"""Remediation and drains against Nova's functional harness.
+
+The controller talks to the harness's Nova API through openstacksdk (as
+with clouds.yaml) and to its Placement through our PlacementClient
+(keystoneauth, ``admin_token``); notifications travel on the harness's
+``fake:/`` transport, where our agent's ``gpu.health.update`` and the
+controller's listener meet.
+"""
+import os
+import urllib.parse
+
+import fixtures
+from oslo_config import cfg
+
+from gpu_nova_ext.cmd import cli
+from gpu_nova_ext import conf as gconf
+from gpu_nova_ext.operator import remediate
+from gpu_nova_ext.placement import client as placement_client
+from gpu_nova_ext.tests.functional.nova import base
+from gpu_nova_ext.tests.functional.operator import sdk
+
+
+class OpsMixin:
+    """A remediation controller for the harness's cloud."""
+
+    def ops_conf(self, **remediation) -> cfg.ConfigOpts:
+        """The CLI's configuration, loaded from a file as the CLI does."""
+        path = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                            'gpu-nova-ext.conf')
+        with open(path, 'w') as f:
+            f.write(OPS_CONF % {'placement': self.placement.fixture.endpoint})
+        conf = cfg.ConfigOpts()
+        gconf.register_opts(conf)
+        conf(['--config-file', path], project='gpu-nova-ext',
+             default_config_files=[])
+        settings = dict(enabled=True, poll_interval=0.05, retry_backoff=0,
+                        max_retries=0, action_timeout=60)
+        settings.update(remediation)
+        for name, value in settings.items():
+            conf.set_override(name, value, group='remediation')
+        return conf
+
+    def agent_conf(self, host):
+        """The agent's configuration, retrying Placement as by default.
+
+        After a migration nova-compute rewrites its providers while the
+        agent writes traits; Placement answers such a race with a 500 that
+        the agent retries (``[placement] max_request_retries``, 3 by
+        default, 0 in the shared harness configuration).
+        """
+        conf = super().agent_conf(host)
+        conf.set_override('max_request_retries', 3, group='placement')
+        return conf
+
+    def conn_factory(self, cloud=None):
+        return sdk.harness_connection(self)
+
+    def placement_factory(self, conf):
+        return placement_client.PlacementClient(conf)
+
+    def remediator(self, conf, **kw) -> remediate.Remediator:
+        self.lines = []
+        return remediate.Remediator(
+            conf, self.conn_factory(), self.placement_factory(conf),
+            report=self.lines.append, **kw)
+
+    def cli(self, conf, *argv, **kw):
+        """Run one command as gpu-nova-ext does; returns (rc, stdout).
+
+        ``kw`` goes to the command's ``run`` (``sweep=`` of remediate).
+        """
+        stdout = self.useFixture(fixtures.StringStream('stdout'))
+        self.useFixture(fixtures.MonkeyPatch('sys.stdout', stdout.stream))
+        args = cli.build_parser().parse_args(list(argv))
+        try:
+            rc = args.func(args, conf, conn_factory=self.conn_factory,
+                           placement_factory=self.placement_factory, **kw)
+        finally:
+            stdout.stream.flush()
+            self.stdout = stdout.getDetails()['stdout'].as_text()
+        return rc, self.stdout
+
+    def server_host(self, server_id: str) -> str:
+        return self.api.get_server(server_id)['OS-EXT-SRV-ATTR:host']
+
+    def set_metadata(self, server_id: str, metadata: dict) -> None:
+        self.api.api_post('/servers/%s/metadata' % server_id,
+                          {'metadata': metadata})
+
+    def use_migrate_stub(self):
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.tests.fixtures.libvirt.Domain.migrateToURI3',
+            self._migrate_stub))
+
+    def _migrate_stub(self, domain, destination, params, flags):
+        """fakelibvirt's migrateToURI3 for any pair of hosts.
+
+        As Nova's LibvirtMigrationMixin, for a migration between any two
+        of the harness's hosts: the domain appears on the host named in
+        the destination URI, the source job completes.
+        """
+        dest = urllib.parse.urlparse(destination).hostname
+        self.computes[dest].driver._host.get_connection().createXML(
+            params['destination_xml'],
+            'fake-createXML-doesnt-care-about-flags')
+        domain.complete_job()
+
+
+class LiveMigrationVGPUTestBase(OpsMixin, base.GpuVGPUTestBase):
+    """vGPU hosts that can live-migrate to each other."""
+
+    # as Nova's own vGPU live-migration tests: versions that support it
+    FAKE_LIBVIRT_VERSION = 8006000
+    FAKE_QEMU_VERSION = 8001000
+
+    def setUp(self):
+        super().setUp()
+        self.use_migrate_stub()
+
+
+OPS_CONF = """
+[DEFAULT]
+transport_url = fake:/
+
+[oslo_messaging_notifications]
+driver = messagingv2
+
+[placement]
+auth_type = admin_token
+endpoint = %(placement)s
+token = admin
+max_request_retries = 0
+retry_backoff = 0
+"""

@@ -1,0 +1,78 @@
+"""Roll-out batches and the undrain check, from an audit report."""
+import testtools
+
+from gpu_nova_ext.operator import audit
+from gpu_nova_ext.operator import rollout
+
+
+def gpus(host, n, model='A100_80GB_PCIE', mode='passthrough', total=1,
+         driver='550.54.15'):
+    return [audit.GpuView(host=host, address='0000:%02x:00.0' % (0x3b + i),
+                          model=model, mode=mode, driver=driver,
+                          providers=['rp-%s-%d' % (host, i)], total=total)
+            for i in range(n)]
+
+
+def report(*groups):
+    return audit.AuditReport(
+        gpus=[g for group in groups for g in group], groups=[],
+        driver_branches={}, reference_branch=None, driver_outliers=[],
+        unhealthy=[], reserved=[], hosts_with_state=[])
+
+
+class TestPlan(testtools.TestCase):
+
+    def test_batches_respect_the_share_of_each_pool(self):
+        r = report(gpus('a', 4), gpus('b', 4), gpus('c', 2), gpus('d', 2),
+                   gpus('e', 2, model='L4'), gpus('f', 2, model='L4'))
+        p = rollout.plan(r, 50)
+        self.assertEqual({'A100_80GB_PCIE passthrough': 6,
+                          'L4 passthrough': 2}, p.allowed)
+        for batch in p.batches:
+            for pool, n in batch.down.items():
+                self.assertLessEqual(n, p.allowed[pool], batch)
+        self.assertEqual(sorted('abcdef'),
+                         sorted(h for b in p.batches for h in b.hosts))
+        self.assertEqual([], p.notes)
+
+    def test_host_over_the_limit_alone_and_said(self):
+        p = rollout.plan(report(gpus('big', 4), gpus('small', 1)), 25)
+        self.assertEqual([['big'], ['small']], [b.hosts for b in p.batches])
+        self.assertEqual(['A100_80GB_PCIE passthrough'],
+                         p.batches[0].over_limit)
+        self.assertIn('big alone holds 4 of 5', p.notes[0])
+        self.assertIn('OVER LIMIT', rollout.render(p))
+
+    def test_vgpu_capacity_counts_vgpus(self):
+        r = report(gpus('a', 1, mode='vgpu', total=16),
+                   gpus('b', 1, mode='vgpu', total=16),
+                   gpus('c', 2, mode='vgpu', total=16))
+        p = rollout.plan(r, 50)
+        self.assertEqual({'A100_80GB_PCIE vgpu': 64}, p.totals)
+        self.assertEqual([['c'], ['a', 'b']], [b.hosts for b in p.batches])
+
+    def test_model_target_and_hosts_filters(self):
+        r = report(gpus('a', 1), gpus('b', 1, driver='570.1'),
+                   gpus('c', 1, model='L4'))
+        p = rollout.plan(r, 100, model='A100', target_branch='570')
+        self.assertEqual(['b'], p.done)
+        self.assertEqual([['a']], [b.hosts for b in p.batches])
+        p = rollout.plan(r, 100, hosts={'c'})
+        self.assertEqual([['c']], [b.hosts for b in p.batches])
+        p = rollout.plan(r, 100, model='H100')
+        self.assertEqual([], p.batches)
+        self.assertIn('no GPU host matches', p.notes[0])
+
+
+class TestDriverMismatches(testtools.TestCase):
+
+    def test_every_gpu_must_run_the_branch(self):
+        r = report(gpus('a', 1, driver='570.86.10') +
+                   [audit.GpuView(host='a', address='0000:5e:00.0',
+                                  model='L4', mode='vgpu', driver=None)])
+        self.assertEqual(['GPU 0000:5e:00.0 runs an unknown driver'],
+                         rollout.driver_mismatches(r, 'a', '570'))
+        self.assertEqual(['no GPU of z in Placement'],
+                         rollout.driver_mismatches(r, 'z', '570'))
+        self.assertEqual([], rollout.driver_mismatches(
+            report(gpus('b', 2, driver='570.86.10')), 'b', '570'))
