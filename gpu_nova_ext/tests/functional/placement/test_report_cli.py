@@ -9,7 +9,7 @@ import collections
 
 import fixtures
 
-from gpu_nova_ext.placement import novalike
+from gpu_nova_ext.simulate import novalike
 from gpu_nova_ext.tests.functional.placement import base
 from gpu_nova_ext.tests.functional.placement import test_silent_placement
 
