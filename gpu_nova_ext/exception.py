@@ -34,6 +34,10 @@ class InvalidOption(ConfigError):
                '%(reason)s')
 
 
+class InvalidArgument(GpuNovaExtException):
+    msg_fmt = 'Invalid %(argument)s %(value)s: %(reason)s'
+
+
 class PluginLoadError(GpuNovaExtException):
     msg_fmt = ('Could not load %(namespace)s plugin %(name)r: %(reason)s. '
                'Installed plugins: %(available)s.')
@@ -52,6 +56,18 @@ class InventoryError(GpuNovaExtException):
 class PlacementUnavailable(GpuNovaExtException):
     msg_fmt = ('Placement is unreachable at %(endpoint)s: %(reason)s. Check '
                'the [placement] options and that the service runs.')
+
+
+class PlacementTimeout(PlacementUnavailable):
+    msg_fmt = ('Placement at %(endpoint)s did not answer %(method)s %(url)s '
+               'within %(timeout)s seconds ([placement] timeout). Check that '
+               'the service runs and answers.')
+
+
+class IdentityUnavailable(PlacementUnavailable):
+    msg_fmt = ('Cannot get a token from Keystone at %(auth_url)s to reach '
+               'Placement: %(reason)s. Check the [placement] auth_url and '
+               'credentials, and that Keystone runs.')
 
 
 class PlacementAPIError(GpuNovaExtException):

@@ -1,18 +1,27 @@
-"""gpu-nova-agent's loop: discover -> monitor -> report -> cast state.
+"""gpu-nova-agent's loop: discover -> monitor -> cast state -> report.
 
 Native threads, no eventlet.  :meth:`AgentService.run` starts the health
-monitor and the state channel, waits (retrying, with a clear log line)
-until nova-compute has created this host's compute node provider, then
-runs a cycle every ``[agent] report_interval`` seconds in a worker thread
+monitor and the state channel, then two steps, each in its own thread,
 while the main thread only waits for signals:
 
-* SIGHUP: a cycle at once;
-* SIGTERM / SIGINT: exit within a second or two, whatever the worker is
-  doing (retry waits are cut short, a request in flight is abandoned).
+* the state step, every ``[agent] report_interval`` seconds: discover the
+  GPUs, apply the latest health and metrics, cast the state to the
+  schedulers (with the provider UUIDs of the last Placement report), and
+  hand the inventory to the Placement step.  It never waits for
+  Placement: whatever Placement does (down, slow, never answering), the
+  schedulers keep getting this host's state and health;
+* the Placement step: waits (retrying, with a clear log line) until
+  nova-compute has created this host's compute node provider, then brings
+  Placement in line with each inventory handed to it; when that changes
+  what the state says (provider UUIDs, assignments), the state is cast
+  again at once.
 
-A failing cycle is logged and retried at the next interval; the agent
-never exits because of one.  A scheduler asking for state
-(``resend_gpu_state``) and a health change get the state cast at once.
+Signals: SIGHUP runs both steps at once; SIGTERM / SIGINT exit within a
+second or two, whatever the steps are doing (retry waits are cut short, a
+request in flight is abandoned).  A failing step is logged and retried at
+the next interval; the agent never exits because of one.  A scheduler
+asking for state (``resend_gpu_state``) and a health change get the state
+cast at once.
 """
 from collections.abc import Callable
 import signal
@@ -29,10 +38,20 @@ from gpu_nova_ext.placement import reporter as preporter
 
 LOG = logging.getLogger(__name__)
 
-#: seconds the main thread waits for the worker at exit
-EXIT_GRACE = 1.5
+#: seconds the main thread waits at exit for the steps, and in all (the
+#: steps, then the state channel and the monitor, stopped in parallel):
+#: SIGTERM ends the process within about EXIT_BUDGET seconds
+EXIT_GRACE = 0.5
+EXIT_BUDGET = 1.3
 #: backoff between looks for the compute node provider
 COMPUTE_NODE_RETRY = (2.0, 30.0)
+
+
+def _state_facts(inventory: base.HostInventory, root) -> tuple:
+    """What a Placement report can change in the state payload."""
+    return (root.uuid if root else None, tuple(
+        (g.pci_address, tuple(g.provider_uuids), g.assigned)
+        for g in inventory.gpus))
 
 
 def _default_discover(conf) -> base.HostInventory:
@@ -66,6 +85,8 @@ class AgentService:
         self._wake = threading.Event()
         self._cycle_requested = threading.Event()
         self._resend_requested = threading.Event()
+        self._report_wake = threading.Event()
+        self._pending: base.HostInventory | None = None
         self._lock = threading.RLock()
         self.client = client or pclient.PlacementClient(conf,
                                                         abort=self._stop)
@@ -84,7 +105,7 @@ class AgentService:
 
     def run_cycle(self, dry_run: bool = False,
                   cast: bool = True) -> preporter.ReportResult:
-        """discover -> monitor.apply -> report -> cast state.
+        """discover -> monitor.apply -> report -> cast state, in this thread.
 
         When Placement fails, the state is still cast (with the provider
         UUIDs of the last good cycle) before the error propagates.
@@ -93,26 +114,40 @@ class AgentService:
             inventory = self._discover(self.conf)
             if self.monitor is not None:
                 self.monitor.apply(inventory)
-            try:
-                result = self.reporter.report(inventory, dry_run=dry_run)
-            except Exception:
+        try:
+            result = self._report(inventory, dry_run=dry_run)
+        except Exception:
+            with self._lock:
                 self._reuse_provider_uuids(inventory)
                 if cast and not dry_run:
                     self._cast(inventory)
-                raise
+            raise
+        with self._lock:
             self.last_inventory = inventory
-            self.last_result = result
             if cast and not dry_run:
                 self._cast(inventory)
-            return result
+        return result
 
-    def _reuse_provider_uuids(self, inventory):
-        if self.last_inventory is None:
+    def _report(self, inventory, dry_run: bool = False):
+        result = self.reporter.report(inventory, dry_run=dry_run)
+        self.last_result = result
+        return result
+
+    def _reuse_provider_uuids(self, inventory, source=None,
+                              force: bool = False):
+        """Give ``inventory`` what a Placement report found out.
+
+        :param source: the reported inventory (default: the last one).
+        :param force: overwrite what ``inventory`` holds already.
+        """
+        source = source or self.last_inventory
+        if source is None or source is inventory:
             return
         for gpu in inventory.gpus:
-            old = self.last_inventory.gpu(gpu.pci_address)
-            if old is not None and not gpu.provider_uuids:
+            old = source.gpu(gpu.pci_address)
+            if old is not None and (force or not gpu.provider_uuids):
                 gpu.provider_uuids = list(old.provider_uuids)
+                gpu.assigned = old.assigned
 
     def _cast(self, inventory) -> None:
         root = self.reporter.compute_node
@@ -156,6 +191,7 @@ class AgentService:
         """Stop the daemon loop (SIGTERM); safe from any thread."""
         self._stop.set()
         self._wake.set()
+        self._report_wake.set()
 
     @property
     def stopped(self) -> bool:
@@ -167,18 +203,25 @@ class AgentService:
         """Run until :meth:`stop` (or SIGTERM); returns the exit code."""
         self._install_signal_handlers()
         self._start_helpers()
-        worker = threading.Thread(target=self._loop, name='gpu-agent-cycle',
-                                  daemon=True)
-        worker.start()
+        steps = [threading.Thread(target=self._forever, args=(loop,),
+                                  name=name, daemon=True)
+                 for loop, name in ((self._state_loop, 'gpu-agent-state'),
+                                    (self._placement_loop,
+                                     'gpu-agent-placement'))]
+        for step in steps:
+            step.start()
         try:
             while not self._stop.wait(0.2):
                 pass
         except KeyboardInterrupt:
             self.stop()
-        worker.join(EXIT_GRACE)
-        if worker.is_alive():
-            LOG.warning('A cycle is still running; exiting without it')
-        self._stop_helpers()
+        stopping = time.monotonic()
+        for step in steps:
+            step.join(max(0.0, stopping + EXIT_GRACE - time.monotonic()))
+            if step.is_alive():
+                LOG.warning('%s is still running; exiting without it',
+                            step.name)
+        self._stop_helpers(stopping + EXIT_BUDGET)
         LOG.info('gpu-nova-agent stopped')
         return self.exit_code
 
@@ -216,15 +259,26 @@ class AgentService:
                 LOG.exception('Could not start %s; continuing without it',
                               type(helper).__name__)
 
-    def _stop_helpers(self) -> None:
+    def _stop_helpers(self, deadline: float) -> None:
+        """Stop the state channel and the monitor, waiting until deadline.
+
+        Closing a RabbitMQ connection can take seconds; the process exits
+        without waiting for that (these are daemon threads).
+        """
+        stoppers = []
         for helper in (self.state_client, self.monitor):
             if helper is None:
                 continue
-            try:
-                helper.stop()
-            except Exception:
-                LOG.exception('Error while stopping %s',
-                              type(helper).__name__)
+            stopper = threading.Thread(
+                target=self._guarded, name='gpu-agent-stop', daemon=True,
+                args=(helper.stop, 'stopping %s' % type(helper).__name__))
+            stopper.start()
+            stoppers.append((stopper, type(helper).__name__))
+        for stopper, name in stoppers:
+            stopper.join(max(0.0, deadline - time.monotonic()))
+            if stopper.is_alive():
+                LOG.warning('%s did not stop in time; exiting without '
+                            'waiting for it', name)
 
     def wait_for_compute_node(self) -> bool:
         """Wait until nova-compute created the compute node provider.
@@ -261,44 +315,79 @@ class AgentService:
             delay = min(delay * 2, max_delay)
         return False
 
-    def _loop(self) -> None:
+    def _forever(self, loop) -> None:
         try:
-            if not self.wait_for_compute_node():
-                if not self._stop.is_set():
-                    self.exit_code = 1
-                    self.stop()
-                return
-            interval = self.conf.agent.report_interval
-            full = True
-            next_due = 0.0
-            while not self._stop.is_set():
-                if full:
-                    self._guarded_cycle()
-                    next_due = time.monotonic() + interval
-                elif self._resend_requested.is_set():
-                    self._resend_requested.clear()
-                    self._guarded(self.cast_now, 'casting the GPU state')
-                self._wake.wait(max(0.0, next_due - time.monotonic()))
-                self._wake.clear()
-                full = (self._cycle_requested.is_set() or
-                        time.monotonic() >= next_due)
-                self._cycle_requested.clear()
+            loop()
         except Exception:
-            # Nothing above should raise; never die silently if it does.
+            # Nothing in the loops should raise; never die silently if it
+            # does.
             LOG.exception('The agent loop failed; stopping')
             self.exit_code = 1
             self.stop()
 
-    def _guarded_cycle(self) -> None:
-        self._resend_requested.clear()
+    def _state_loop(self) -> None:
+        interval = self.conf.agent.report_interval
+        next_due = 0.0
+        while not self._stop.is_set():
+            if (self._cycle_requested.is_set() or
+                    time.monotonic() >= next_due):
+                self._cycle_requested.clear()
+                self._resend_requested.clear()
+                self._guarded(self._state_step, 'the GPU state step')
+                next_due = time.monotonic() + interval
+            elif self._resend_requested.is_set():
+                self._resend_requested.clear()
+                self._guarded(self.cast_now, 'casting the GPU state')
+            self._wake.wait(max(0.0, next_due - time.monotonic()))
+            self._wake.clear()
+
+    def _state_step(self) -> None:
+        """discover -> monitor.apply -> cast; then hand it to Placement."""
+        inventory = self._discover(self.conf)
+        with self._lock:
+            if self.monitor is not None:
+                self.monitor.apply(inventory)
+            self._reuse_provider_uuids(inventory)
+            self.last_inventory = inventory
+            self._pending = inventory
+            self._cast(inventory)
+        self._report_wake.set()
+
+    def _placement_loop(self) -> None:
+        if not self.wait_for_compute_node():
+            if not self._stop.is_set():
+                self.exit_code = 1
+                self.stop()
+            return
+        while not self._stop.is_set():
+            self._report_wake.wait()
+            self._report_wake.clear()
+            with self._lock:
+                inventory, self._pending = self._pending, None
+            if inventory is None or self._stop.is_set():
+                continue
+            before = _state_facts(inventory, self.reporter.compute_node)
+            self._guarded_cycle(inventory)
+            if _state_facts(inventory, self.reporter.compute_node) != before:
+                # the state cast before this report is out of date; a newer
+                # inventory (discovered meanwhile) gets what it found too
+                with self._lock:
+                    if self.last_inventory is not None:
+                        self._reuse_provider_uuids(
+                            self.last_inventory, source=inventory,
+                            force=True)
+                self.request_resend()
+
+    def _guarded_cycle(self, inventory) -> None:
         start = time.monotonic()
-        if self._guarded(self.run_cycle, 'the agent cycle'):
+        if self._guarded(lambda: self._report(inventory),
+                         'the Placement step'):
             self.cycles += 1
             result = self.last_result
-            LOG.info('Cycle done in %(t).2fs: %(n)d change(s), %(w)d write '
-                     'request(s) to Placement',
+            LOG.info('Cycle done in %(t).2fs: %(n)d change(s), %(f)d not '
+                     'applied, %(w)d write request(s) to Placement',
                      {'t': time.monotonic() - start, 'n': len(result.changes),
-                      'w': result.writes})
+                      'f': len(result.not_applied), 'w': result.writes})
         else:
             self.failed_cycles += 1
 

@@ -1,15 +1,21 @@
 """``gpu-nova-ext audit``: the cluster's GPUs from Placement."""
 import argparse
 import json
+import math
 import sys
 import time
 
 from oslo_config import cfg
 from oslo_log import log as logging
 
+from gpu_nova_ext import exception
 from gpu_nova_ext.operator import audit
 
 LOG = logging.getLogger(__name__)
+
+#: the longest --state-wait: agents cast every report_interval (60 s by
+#: default), so a few minutes hear every live agent
+MAX_STATE_WAIT = 3600.0
 
 
 def register(subparsers) -> None:
@@ -27,7 +33,8 @@ def register(subparsers) -> None:
     parser.add_argument(
         '--state-wait', type=float, default=0.0, metavar='SECONDS',
         help='Listen this long for GPU state from the agents (needs '
-             'transport_url; 0, the default, reads Placement only).')
+             'transport_url; 0, the default, reads Placement only; at '
+             'most %d).' % MAX_STATE_WAIT)
     parser.set_defaults(func=run)
 
 
@@ -54,8 +61,18 @@ def live_states(conf: cfg.ConfigOpts, wait: float) -> dict[str, dict]:
         cache.stop()
 
 
+def check_state_wait(value: float) -> float:
+    if not (math.isfinite(value) and 0 <= value <= MAX_STATE_WAIT):
+        raise exception.InvalidArgument(
+            argument='--state-wait', value=value,
+            reason='give the seconds to listen for the agents, from 0 to '
+                   '%d' % MAX_STATE_WAIT)
+    return value
+
+
 def run(args: argparse.Namespace, conf: cfg.ConfigOpts,
         client=None) -> int:
+    check_state_wait(args.state_wait)
     if client is None:
         from gpu_nova_ext.placement import client as placement_client
         client = placement_client.PlacementClient(conf)

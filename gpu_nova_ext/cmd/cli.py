@@ -28,6 +28,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if argv is None:
+        common.use_native_threads()
     parser = build_parser()
     args = parser.parse_args(argv)
 

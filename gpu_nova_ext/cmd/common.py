@@ -2,8 +2,14 @@
 turning typed errors into one line and exit code 2."""
 import argparse
 from collections.abc import Callable
+import contextlib
+import glob
+import io
+import os
+import re
 import sys
 import traceback
+import warnings
 
 from oslo_config import cfg
 from oslo_log import log as logging
@@ -13,6 +19,25 @@ from gpu_nova_ext import exception
 
 PROJECT = 'gpu-nova-ext'
 EXIT_ERROR = 2
+
+
+def use_native_threads() -> None:
+    """Native threads in our own processes, without eventlet's banner.
+
+    oslo.messaging imports oslo.service, whose default backend is
+    eventlet's; the agent and the CLI run native threads, so they select
+    the threading backend before anything imports oslo.messaging.
+    eventlet is still imported (futurist imports it whenever it is
+    installed, and Nova needs it installed) and would print its
+    deprecation banner at every ``report --cast`` or ``audit
+    --state-wait``: that one warning is filtered.  Only the console entry
+    points call this (``main()`` without ``argv``): inside another process
+    (a test run, nova-scheduler) the process's own choices stand.
+    """
+    warnings.filterwarnings('ignore', message=r'\s*Eventlet is deprecated')
+    from oslo_service import backend
+    if backend.get_backend_type() is None:
+        backend.init_backend(backend.BackendType.THREADING)
 
 
 def add_config_args(parser: argparse.ArgumentParser) -> None:
@@ -31,6 +56,7 @@ def load_config(args: argparse.Namespace, prog: str,
                 register: Callable[[cfg.ConfigOpts], None] = (
                     gconf.register_opts)) -> cfg.ConfigOpts:
     """Build a ConfigOpts from the command's --config-file/--config-dir."""
+    check_config_files(args.config_file, args.config_dir)
     conf = cfg.ConfigOpts()
     register(conf)
     logging.register_options(conf)
@@ -42,14 +68,76 @@ def load_config(args: argparse.Namespace, prog: str,
         cli_args += ['--config-file', path]
     for path in args.config_dir:
         cli_args += ['--config-dir', path]
-    conf(cli_args, project=PROJECT, prog=prog,
-         default_config_files=[] if args.config_file else None,
-         default_config_dirs=[] if args.config_dir else None)
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(said):
+            conf(cli_args, project=PROJECT, prog=prog,
+                 default_config_files=[] if args.config_file else None,
+                 default_config_dirs=[] if args.config_dir else None)
+    except SystemExit:
+        # oslo.config writes a bad file value of a command-line option
+        # ("argument --debug: Invalid Boolean value: maybe") and exits
+        raise exception.ConfigError(reason=(
+            '%s (in %s)' % (said.getvalue().strip().replace(
+                'argument --', '[DEFAULT] '), ', '.join(
+                    args.config_file + args.config_dir) or 'the default '
+                'configuration files')))
+    sys.stderr.write(said.getvalue())
     if args.debug:
         conf.set_override('debug', True)
     validate_all(conf)
     logging.setup(conf, prog)
     return conf
+
+
+def check_config_files(files: list[str], dirs: list[str]) -> None:
+    """Refuse, naming it, a configuration file oslo.config would crash on.
+
+    A directory given as --config-file, a file that is not UTF-8 text or
+    cannot be read.  A missing --config-file is left to oslo.config (its
+    ConfigFilesNotFoundError names it).
+    """
+    for path in files:
+        if os.path.isdir(path):
+            raise exception.ConfigError(reason=(
+                '--config-file %s is a directory: name a file, or pass the '
+                'directory with --config-dir' % path))
+    for directory in dirs:
+        if os.path.isdir(directory):
+            files = files + sorted(glob.glob(os.path.join(directory,
+                                                          '*.conf')))
+    for path in files:
+        if not os.path.exists(path):
+            continue
+        try:
+            with open(path, 'rb') as f:
+                data = f.read()
+        except OSError as exc:
+            raise exception.ConfigError(reason=(
+                'cannot read configuration file %s: %s'
+                % (path, exc.strerror or exc)))
+        try:
+            data.decode('utf-8')
+        except UnicodeDecodeError as exc:
+            line = data[:exc.start].count(b'\n') + 1
+            raise exception.ConfigError(reason=(
+                'configuration file %s is not UTF-8 text (byte 0x%02x on '
+                'line %d): save it as UTF-8' % (path, data[exc.start], line)))
+
+
+def _bad_value(conf, group: str | None, name: str,
+               exc: cfg.ConfigFileValueError) -> exception.ConfigError:
+    """One line naming the option, its group and file for a bad value.
+
+    oslo.config's own message shows a LocationInfo(...) repr and no group.
+    """
+    # (conf.get_location() raises the same error again)
+    found = re.search(r"detail='([^']*)'", str(exc))
+    where = ' in %s' % found.group(1) if found else ''
+    reason = str(exc).partition(' is not valid: ')[2] or str(exc)
+    return exception.ConfigError(reason=(
+        'invalid value for [%s] %s%s: %s' % (
+            group or 'DEFAULT', name, where, reason)))
 
 
 def validate_all(conf: cfg.ConfigOpts) -> None:
@@ -60,13 +148,18 @@ def validate_all(conf: cfg.ConfigOpts) -> None:
     than in the middle of a cycle.
     """
     for name in list(conf):
-        value = getattr(conf, name)
+        try:
+            value = getattr(conf, name)
+        except cfg.ConfigFileValueError as exc:
+            raise _bad_value(conf, None, name, exc)
         if isinstance(value, cfg.ConfigOpts.GroupAttr):
             for opt_name in list(value):
                 try:
                     getattr(value, opt_name)
                 except cfg.NoSuchOptError:
                     pass
+                except cfg.ConfigFileValueError as exc:
+                    raise _bad_value(conf, name, opt_name, exc)
 
 
 def run_guarded(func: Callable[[], int | None], debug: bool,
@@ -75,15 +168,16 @@ def run_guarded(func: Callable[[], int | None], debug: bool,
     try:
         return func() or 0
     except exception.GpuNovaExtException as exc:
-        message = exc.format_message()
+        error, message = exc, exc.format_message()
     except cfg.ConfigFilesNotFoundError as exc:
-        message = ('configuration file(s) not found: %s. Pass an existing '
-                   'file with --config-file.' % ', '.join(exc.config_files))
+        error, message = exc, (
+            'configuration file(s) not found: %s. Pass an existing '
+            'file with --config-file.' % ', '.join(exc.config_files))
     except cfg.Error as exc:
-        message = 'configuration error: %s' % exc
+        error, message = exc, 'configuration error: %s' % exc
     except KeyboardInterrupt:
         return 130
     if debug:
-        traceback.print_exc()
+        traceback.print_exception(error)
     print('%s: error: %s' % (prog, message), file=sys.stderr)
     return EXIT_ERROR

@@ -102,12 +102,14 @@ def plan_from_args(args: argparse.Namespace) -> flavor.FlavorPlan:
 
 def connect(cloud: str | None):
     """An openstacksdk connection from clouds.yaml / OS_* variables."""
+    from keystoneauth1 import exceptions as ks_exc
     import openstack
     from openstack import exceptions as os_exc
     try:
         conn = openstack.connect(cloud=cloud)
         conn.authorize()
-    except os_exc.SDKException as exc:
+    except (os_exc.SDKException, ks_exc.ClientException) as exc:
+        # no credentials at all: keystoneauth's MissingRequiredOptions
         raise exception.GpuNovaExtException(
             'Cannot connect to the cloud%s: %s. Set OS_CLOUD (clouds.yaml) '
             'or the OS_* variables as for the openstack client.'

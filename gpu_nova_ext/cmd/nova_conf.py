@@ -2,6 +2,7 @@
 import argparse
 import os
 import sys
+import tempfile
 
 from oslo_config import cfg
 
@@ -61,6 +62,29 @@ def options_from_args(args: argparse.Namespace
         max_instances=args.max_instances)
 
 
+def write_file(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` atomically; leave nothing else behind."""
+    if os.path.isdir(path):
+        raise exception.GpuNovaExtException(
+            'Cannot write %s: it is a directory. Name a file, for example '
+            '--output %s' % (path, os.path.join(path, 'gpu-nova-ext.conf')))
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(
+            dir=os.path.dirname(os.path.abspath(path)),
+            prefix='.%s.' % os.path.basename(path), suffix='.tmp')
+        with os.fdopen(fd, 'w') as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except OSError as exc:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
+        raise exception.GpuNovaExtException(
+            'Cannot write %s: %s. Choose a writable --output path.'
+            % (path, exc.strerror or exc))
+
+
 def run(args: argparse.Namespace, conf: cfg.ConfigOpts) -> int:
     from gpu_nova_ext.inventory import manager
 
@@ -71,15 +95,7 @@ def run(args: argparse.Namespace, conf: cfg.ConfigOpts) -> int:
     if not args.output or args.output == '-':
         sys.stdout.write(text)
         return 0
-    try:
-        tmp = args.output + '.tmp'
-        with open(tmp, 'w') as f:
-            f.write(text)
-        os.replace(tmp, args.output)
-    except OSError as exc:
-        raise exception.GpuNovaExtException(
-            'Cannot write %s: %s. Choose a writable --output path.'
-            % (args.output, exc.strerror or exc))
+    write_file(args.output, text)
     print('Wrote %s for %d GPU(s) of %s.' % (
         args.output, len(inventory.gpus), inventory.host), file=sys.stderr)
     return 0

@@ -1,4 +1,11 @@
-"""``gpu-nova-ext report --once``: one agent cycle against Placement."""
+"""``gpu-nova-ext report --once``: one agent cycle against Placement.
+
+Exit status: 0 when Placement is up to date, 1 when a change could not be
+applied or a provider was skipped (each named in the output), 2 on bad
+input or when Placement cannot be reached.
+"""
+
+EXIT_INCOMPLETE = 1
 
 
 def register(subparsers):
@@ -28,6 +35,8 @@ def run(args, conf) -> int:
         from gpu_nova_ext.state import rpc
         state_client = rpc.AgentStateClient(conf, on_resend=lambda: None)
     agent = service.AgentService(conf, state_client=state_client)
+    # the changes are printed below; the log would say each one again
+    agent.reporter.log_changes = False
     try:
         result = agent.run_cycle(dry_run=args.dry_run,
                                  cast=state_client is not None)
@@ -39,12 +48,22 @@ def run(args, conf) -> int:
         print('%s%s' % (prefix, change))
     for skipped in result.skipped:
         print('skipped %s' % skipped)
+    for failed in result.not_applied:
+        print('not applied: %s' % failed)
     for warning in result.warnings:
         print('warning: %s' % warning)
-    print('%s: %d change(s)%s, %d write request(s); compute node %s (%s), '
-          'mode %s' % (
-              'dry run' if args.dry_run else 'done', len(result.changes),
-              '' if result.changes else ' (Placement is up to date)',
-              result.writes, result.nodename, result.root_provider_uuid,
-              conf.agent.mode))
-    return 0
+    incomplete = bool(result.not_applied or result.skipped)
+    if incomplete:
+        summary = ('INCOMPLETE: %d change(s) applied, %d not applied, %d '
+                   'provider(s) skipped (see above; Placement is not up to '
+                   'date, the agent tries again at its next cycle)' % (
+                       len(result.changes), len(result.not_applied),
+                       len(result.skipped)))
+    else:
+        summary = '%s: %d change(s)%s' % (
+            'dry run' if args.dry_run else 'done', len(result.changes),
+            '' if result.changes else ' (Placement is up to date)')
+    print('%s, %d write request(s); compute node %s (%s), mode %s' % (
+        summary, result.writes, result.nodename, result.root_provider_uuid,
+        conf.agent.mode))
+    return EXIT_INCOMPLETE if incomplete else 0

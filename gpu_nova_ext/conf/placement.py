@@ -11,6 +11,10 @@ from oslo_config import cfg
 from gpu_nova_ext.conf import utils
 
 DEFAULT_SERVICE_TYPE = 'placement'
+#: seconds a request to Placement (or Keystone) may take: a service that
+#: accepts the connection and never answers must not hang the agent or the
+#: CLI (keystoneauth's own default is to wait for ever)
+DEFAULT_TIMEOUT = 30
 
 placement_group = cfg.OptGroup(
     'placement',
@@ -57,12 +61,30 @@ def _adapter_opts():
     return opts
 
 
+def _session_opts():
+    """keystoneauth's session options, with a bounded request timeout."""
+    timeout = cfg.FloatOpt(
+        'timeout',
+        default=DEFAULT_TIMEOUT,
+        min=0.1,
+        help="""
+Seconds to wait for an answer from Placement (and Keystone) before giving up
+on a request.  A request that timed out is not retried: the agent tries
+again at its next cycle, and meanwhile keeps casting its GPU state; the CLI
+reports the error.  keystoneauth's own default waits for ever, so a service
+that accepts the connection and never answers would hang the agent and the
+CLI.
+""")
+    return [timeout if o.dest == 'timeout' else o
+            for o in ks_loading.get_session_conf_options()]
+
+
 def register_opts(conf):
     # A fresh group: keystoneauth registers the auth plugin's options on
     # it when it loads a plugin, which must not leak to other configs.
     utils.register_group(conf, placement_group)
     conf.register_opts(placement_opts, group=placement_group)
-    ks_loading.register_session_conf_options(conf, placement_group.name)
+    conf.register_opts(_session_opts(), group=placement_group)
     ks_loading.register_auth_conf_options(conf, placement_group.name)
     conf.register_opts(_adapter_opts(), group=placement_group)
 
@@ -71,7 +93,7 @@ def list_opts():
     return {
         placement_group: (
             placement_opts +
-            ks_loading.get_session_conf_options() +
+            _session_opts() +
             ks_loading.get_auth_common_conf_options() +
             ks_loading.get_auth_plugin_conf_options('admin_token') +
             ks_loading.get_auth_plugin_conf_options('v3password') +

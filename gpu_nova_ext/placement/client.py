@@ -16,6 +16,7 @@ from collections.abc import Callable
 import random
 import threading
 from typing import Any
+import urllib.parse
 
 from keystoneauth1 import exceptions as ks_exc
 from keystoneauth1 import loading as ks_loading
@@ -66,6 +67,40 @@ def error_status(exc: exception.PlacementAPIError) -> int | None:
     return exc.kwargs.get('status')
 
 
+def _check_url(option: str, value: str | None) -> None:
+    """An http(s) URL with a host, or InvalidOption naming ``option``."""
+    if not value:
+        return
+    parsed = urllib.parse.urlsplit(value)
+    if (parsed.scheme not in ('http', 'https') or not parsed.hostname or
+            any(c.isspace() for c in value)):
+        raise exception.InvalidOption(
+            group=GROUP, option=option, value=value,
+            reason='not an http(s) URL (for example '
+                   'http://controller/placement)')
+
+
+def _check_password_options(conf) -> None:
+    """``auth_type = password`` needs a user and a password, said now.
+
+    keystoneauth only finds out when it asks Keystone for a token.
+    """
+    if conf.placement.auth_type not in ('password', 'v3password'):
+        return
+    group = conf.placement
+    missing = []
+    if not (getattr(group, 'username', None) or
+            getattr(group, 'user_id', None)):
+        missing.append('username')
+    if not getattr(group, 'password', None):
+        missing.append('password')
+    if missing:
+        raise exception.ConfigError(reason=(
+            '[placement] %s required by auth_type = %s %s not set'
+            % (' and '.join(missing), conf.placement.auth_type,
+               'are' if len(missing) > 1 else 'is')))
+
+
 def _load_adapter(conf):
     """Build the keystoneauth adapter; bad or missing options -> ConfigError.
 
@@ -94,6 +129,9 @@ def _load_adapter(conf):
         raise exception.ConfigError(reason=(
             '[placement] endpoint is not set, and auth_type = admin_token '
             'needs it (for example endpoint = http://controller/placement)'))
+    for option in ('endpoint', 'endpoint_override', 'auth_url'):
+        _check_url(option, getattr(conf.placement, option, None))
+    _check_password_options(conf)
     session = ks_loading.load_session_from_conf_options(
         conf, GROUP, auth=auth)
     return ks_loading.load_adapter_from_conf_options(
@@ -142,6 +180,34 @@ class PlacementClient:
         except ks_exc.ClientException:
             return '?'
 
+    def _unavailable(self, method, path, exc) -> Exception:
+        """The typed error of a request that got no answer from Placement.
+
+        Says whether Keystone (no token yet) or Placement failed, and names
+        the timeout option when nothing answered in time.
+        """
+        auth = self._adapter.auth
+        auth_url = getattr(auth, 'auth_url', None)
+        timed_out = isinstance(exc, ks_exc.ConnectTimeout)
+        reason = str(exc)
+        if timed_out:
+            reason = 'no answer within %s seconds ([placement] timeout)' % (
+                self.conf.placement.timeout)
+        if auth_url and getattr(auth, 'auth_ref', None) is None:
+            error = exception.IdentityUnavailable(auth_url=auth_url,
+                                                  reason=reason)
+        elif timed_out:
+            error = exception.PlacementTimeout(
+                endpoint=self.endpoint, method=method, url=path,
+                timeout=self.conf.placement.timeout)
+        else:
+            # ConnectionError, EndpointNotFound, DiscoveryFailure, or
+            # another refusal (e.g. Keystone refused our credentials)
+            error = exception.PlacementUnavailable(endpoint=self.endpoint,
+                                                   reason=reason)
+        error.timed_out = timed_out
+        return error
+
     def request(self, method: str, path: str, body: Any = None,
                 version: str = BASE_VERSION) -> Any:
         """One request, retried with backoff on connection errors and 5xx.
@@ -158,7 +224,11 @@ class PlacementClient:
             try:
                 return self._request_once(method, path, body, version)
             except exception.PlacementUnavailable as exc:
-                if attempt >= retries or self.abort.is_set():
+                # A timed-out request is not repeated: a service that took
+                # [placement] timeout seconds not to answer would make the
+                # caller wait that long again for each retry.
+                if (attempt >= retries or self.abort.is_set() or
+                        getattr(exc, 'timed_out', False)):
                     raise
                 delay = self._backoff(attempt)
                 LOG.warning('Placement request %(method)s %(path)s failed '
@@ -182,14 +252,8 @@ class PlacementClient:
             self.writes += 1
         try:
             resp = self._adapter.request(path, method, **kwargs)
-        except (ks_exc.ConnectionError, ks_exc.EndpointNotFound,
-                ks_exc.DiscoveryFailure) as exc:
-            raise exception.PlacementUnavailable(
-                endpoint=self.endpoint, reason=str(exc))
         except ks_exc.ClientException as exc:
-            # e.g. Keystone refused our credentials
-            raise exception.PlacementUnavailable(
-                endpoint=self.endpoint, reason=str(exc))
+            raise self._unavailable(method, path, exc)
         request_id = resp.headers.get('openstack-request-id')
         self.last_request_id = request_id
         if resp.status_code >= 500:

@@ -46,6 +46,9 @@ class ReportResult:
     nodename: str | None = None
     #: providers skipped this cycle, with the reason
     skipped: list[str] = dataclasses.field(default_factory=list)
+    #: changes that Placement refused or that failed this cycle, each with
+    #: the reason (not in ``changes``); the next cycle tries again
+    not_applied: list[str] = dataclasses.field(default_factory=list)
     warnings: list[str] = dataclasses.field(default_factory=list)
     dry_run: bool = False
 
@@ -92,6 +95,8 @@ class Reporter:
         self._states: dict[str, _State] = {}
         self._known_traits: set[str] = set()
         self._known_classes: set[str] = set()
+        #: log each change at INFO (the daemon); the CLI prints them itself
+        self.log_changes = True
 
     # -- the compute node provider -----------------------------------------
 
@@ -240,6 +245,17 @@ class Reporter:
                         {'name': name, 'err': exc})
         result.skipped.append('%s: %s' % (name, exc))
 
+    def _not_applied(self, result, name, before, exc):
+        """Move the changes from index ``before`` on to ``not_applied``.
+
+        :param exc: why (an exception or a sentence).
+        """
+        changes = result.changes[before:] or ['%s: update' % name]
+        del result.changes[before:]
+        LOG.warning('Not applied this cycle: %(changes)s: %(err)s',
+                    {'changes': '; '.join(changes), 'err': exc})
+        result.not_applied.extend('%s (%s)' % (c, exc) for c in changes)
+
     # -- the cycle ---------------------------------------------------------
 
     def report(self, inventory: base.HostInventory,
@@ -277,13 +293,14 @@ class Reporter:
         if not dry_run:
             self._ensure_traits(t for d in todo for t in d.traits)
         for d in todo:
+            before = len(result.changes)
             try:
                 self._apply(d, by_name.get(d.name), root_uuid, result,
                             dry_run)
             except exception.PlacementAPIError as exc:
                 # includes PlacementConflict: retried next cycle
                 self._states.pop(d.uuid, None)
-                self._skip(result, d.name, exc)
+                self._not_applied(result, d.name, before, exc)
         for p in desired.delete:
             if p.name not in skipped:
                 self._delete(p, result, dry_run)
@@ -297,8 +314,9 @@ class Reporter:
         self._record_assigned(inventory, {
             p.uuid: p.used for p in existing if p.used is not None})
         result.writes = self.client.writes - writes_before
-        for change in result.changes:
-            LOG.info('%s%s', 'would: ' if dry_run else '', change)
+        if self.log_changes:
+            for change in result.changes:
+                LOG.info('%s%s', 'would: ' if dry_run else '', change)
         return result
 
     def _tree(self, inventory):
@@ -487,6 +505,7 @@ class Reporter:
                 raise self._invalid('PUT', path, body, exc)
 
     def _delete(self, p, result, dry_run):
+        before = len(result.changes)
         result.changes.append('delete provider %s (its GPU is gone, no '
                               'allocations)' % p.name)
         if dry_run:
@@ -498,11 +517,11 @@ class Reporter:
             if pclient.error_status(exc) == 404:
                 pass
             elif pclient.error_code(exc) == pclient.PROVIDER_IN_USE:
-                LOG.warning('%(name)s got allocations meanwhile; it will be '
-                            'reserved next cycle', {'name': p.name})
-                result.changes[-1] += ' (failed: now in use)'
+                self._not_applied(result, p.name, before,
+                                  'it got allocations meanwhile; it will be '
+                                  'reserved next cycle')
             else:
-                self._skip(result, p.name, exc)
+                self._not_applied(result, p.name, before, exc)
         self._states.pop(p.uuid, None)
 
 

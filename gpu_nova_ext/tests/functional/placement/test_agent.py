@@ -102,11 +102,17 @@ class TestAgentService(base.PlacementTestCase):
         # no compute node yet: it waits, saying why
         self.assertTrue(wait_for(
             lambda: 'Waiting for nova-compute' in logger.output))
-        self.assertEqual(0, self.discoveries)
+        # the state flows meanwhile, without a compute node provider
+        self.assertTrue(wait_for(lambda: self.state.payloads))
+        self.assertIsNone(self.state.payloads[0]['root_provider_uuid'])
+        self.assertEqual(0, agent.cycles)
         root, pgpus = self.vgpu_host(2)
         self.assertTrue(wait_for(lambda: agent.cycles >= 1))
         self.assertIn(naming.HOST_TRAIT, self.traits(root))
         self.assertTrue(self.state.started)
+        # the report found the providers: the state is cast again at once
+        self.assertTrue(wait_for(
+            lambda: self.state.payloads[-1]['root_provider_uuid'] == root))
 
         # Placement goes away for a while: cycles fail, the agent lives
         self.placement.stop()
@@ -116,10 +122,10 @@ class TestAgentService(base.PlacementTestCase):
         self.assertTrue(thread.is_alive())
         self.placement.start()
         self.addrs = base.addresses(1)       # a GPU went away meanwhile
-        cycles = agent.cycles
-        self.assertTrue(wait_for(lambda: agent.cycles > cycles, 5))
-        self.assertNotIn('CUSTOM_GPU_MODEL_A100_80GB_PCIE',
-                         self.traits(pgpus[base.addresses(2)[1]]))
+        gone = pgpus[base.addresses(2)[1]]
+        self.assertTrue(wait_for(
+            lambda: 'CUSTOM_GPU_MODEL_A100_80GB_PCIE' not in self.traits(
+                gone), 5))
 
         # a scheduler asks for state: cast without a cycle
         casts, discoveries = len(self.state.payloads), self.discoveries

@@ -221,6 +221,8 @@ class TestConcurrencyAndFailures(base.PlacementTestCase):
     def test_endless_conflicts_skip_the_provider_not_the_cycle(self):
         root, pgpus = self.vgpu_host(2)
         rp_bad, rp_good = pgpus.values()
+        rp_bad_name = [p['name'] for p in self.providers().values()
+                       if p['uuid'] == rp_bad][0]
 
         def always_conflict(environ):
             if (environ['REQUEST_METHOD'] == 'PUT' and
@@ -237,8 +239,13 @@ class TestConcurrencyAndFailures(base.PlacementTestCase):
             base.make_inventory(self.HOST, list(pgpus)))
         self.assertIn(MODEL_TRAIT, self.traits(rp_good))
         self.assertNotIn(MODEL_TRAIT, self.traits(rp_bad))
-        self.assertEqual(1, len(result.skipped), result.skipped)
-        self.assertIn('409', result.skipped[0])
+        # said as not applied, with the reason, and not as a change made
+        self.assertEqual([], result.skipped)
+        self.assertEqual(1, len(result.not_applied), result.not_applied)
+        self.assertIn('traits +', result.not_applied[0])
+        self.assertIn('409', result.not_applied[0])
+        self.assertFalse(any(rp_bad_name in c for c in result.changes),
+                         result.changes)
         # 1 try + [placement] max_conflict_retries (5)
         puts = [w for w in self.placement.write_log if rp_bad in w]
         self.assertEqual(6, len(puts))
