@@ -10,7 +10,7 @@ from gpu_nova_ext.inventory import pci_ids
 from gpu_nova_ext.inventory import pci_table
 from gpu_nova_ext.inventory import pciids
 from gpu_nova_ext import naming
-from gpu_nova_ext.tests.fakes import nvml as fake_nvml
+from gpu_nova_ext.simulate.fakes import nvml as fake_nvml
 
 HERE = os.path.dirname(__file__)
 FIXTURE = os.path.join(HERE, os.pardir, os.pardir, 'data', 'pciids',

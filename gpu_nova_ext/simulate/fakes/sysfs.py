@@ -1,4 +1,4 @@
-"""Build a sysfs tree for the ``sysfs`` inventory source (test code).
+"""A sysfs tree for the ``sysfs`` inventory source (tests and tools).
 
 The tree has the real layout: ``devices/pci0000:00/<address>/`` holds the
 attributes and ``bus/pci/devices/<address>`` links to it; ``driver``,

@@ -14,7 +14,7 @@ function pointer cache (both restored on cleanup).
 
 Usage::
 
-    from gpu_nova_ext.tests.fakes import nvml as fake_nvml
+    from gpu_nova_ext.simulate.fakes import nvml as fake_nvml
 
     fake = self.useFixture(fake_nvml.FakeNvml(['A100_80GB_PCIE', 'L4']))
     import pynvml
