@@ -15,15 +15,14 @@ The format is documented by the shipped, commented
 import dataclasses
 import os
 from typing import Any
-from xml.etree import ElementTree
 
 import yaml
 
 from gpu_nova_ext import exception
-from gpu_nova_ext.inventory import recognition
 from gpu_nova_ext.inventory import simulated
 from gpu_nova_ext import safe_yaml
 from gpu_nova_ext.simulate import checks
+from gpu_nova_ext.simulate import host_xml
 from gpu_nova_ext.simulate import hostgen
 from gpu_nova_ext.simulate import steps
 
@@ -54,36 +53,11 @@ AGENT_MODES = ('annotate', 'inventory')
 
 
 @dataclasses.dataclass
-class PciFunction:
-    """A PCI function of a host XML (libvirt test driver ``<device>``)."""
-
-    address: str
-    vendor_id: str
-    product_id: str
-    pci_class: str
-    numa_node: int | None = None
-    mdev_types: list[str] = dataclasses.field(default_factory=list)
-    #: the physical function of an SR-IOV virtual function
-    parent: str | None = None
-
-    @property
-    def is_gpu(self) -> bool:
-        """A GPU by the agent's own rule (:mod:`~.inventory.recognition`)."""
-        try:
-            code = int(self.pci_class, 16) >> 8
-        except ValueError:      # no class (or not a number): none known
-            code = None
-        return recognition.why_not_gpu(
-            self.vendor_id, self.product_id, code,
-            has_mdev_types=bool(self.mdev_types)) is None
-
-
-@dataclasses.dataclass
 class Host:
     name: str
     xml_text: str                 # the libvirt test driver XML
     xml_source: str               # file it came from, or "<inline>"
-    pci_functions: list[PciFunction]
+    pci_functions: list[host_xml.PciFunction]
     vcpus: int = 64
     memory_mb: int = 262144
     disk_gb: int = 2000
@@ -100,7 +74,7 @@ class Host:
         default_factory=dict)
     gpus: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
 
-    def function(self, address: str) -> PciFunction | None:
+    def function(self, address: str) -> host_xml.PciFunction | None:
         for func in self.pci_functions:
             if func.address == address:
                 return func
@@ -139,66 +113,6 @@ class Scenario:
     def error(self, entry: str, reason: str) -> exception.ScenarioError:
         return exception.ScenarioError(file=self.path, entry=entry,
                                        reason=reason)
-
-
-def parse_host_xml(text: str) -> list[PciFunction]:
-    """The PCI functions of a libvirt test driver host XML.
-
-    Raises ValueError (with the position) when the XML does not parse or
-    is not a test driver ``<node>`` document.
-    """
-    try:
-        root = ElementTree.fromstring(text)
-    except ElementTree.ParseError as exc:
-        line, col = exc.position
-        raise ValueError('not well-formed XML at line %d, column %d (%s)'
-                         % (line, col, exc.msg if hasattr(exc, 'msg')
-                            else exc))
-    if root.tag != 'node':
-        raise ValueError('the root element is <%s>; a libvirt test driver '
-                         'host file has <node> with <device> children'
-                         % root.tag)
-    functions = []
-    for device in root.findall('device'):
-        cap = device.find("capability[@type='pci']")
-        if cap is None:
-            continue
-        try:
-            address = '%04x:%02x:%02x.%x' % tuple(
-                int(cap.findtext(tag), 0)
-                for tag in ('domain', 'bus', 'slot', 'function'))
-        except (TypeError, ValueError):
-            raise ValueError('device %s: <domain>, <bus>, <slot> and '
-                             '<function> must be numbers'
-                             % device.findtext('name'))
-        vendor = cap.find('vendor')
-        product = cap.find('product')
-        numa = cap.find('numa')
-        functions.append(PciFunction(
-            address=address,
-            vendor_id=_hex_id(vendor),
-            product_id=_hex_id(product),
-            pci_class=(cap.findtext('class') or '').strip(),
-            numa_node=(int(numa.get('node')) if numa is not None
-                       and numa.get('node') is not None else None),
-            mdev_types=[t.get('id') for t in cap.findall(
-                "capability[@type='mdev_types']/type")],
-            parent=_phys_function(cap)))
-    return functions
-
-
-def _phys_function(cap) -> str | None:
-    addr = cap.find("capability[@type='phys_function']/address")
-    if addr is None:
-        return None
-    return '%04x:%02x:%02x.%x' % tuple(
-        int(addr.get(k), 16) for k in ('domain', 'bus', 'slot', 'function'))
-
-
-def _hex_id(element) -> str:
-    if element is None or not element.get('id'):
-        return ''
-    return '%04x' % int(element.get('id'), 16)
 
 
 def load(path: str | None = None) -> Scenario:
@@ -346,7 +260,7 @@ def _host(check: checks.Checker, item: dict, entry: str, base: str,
         xml_text = check.string(item['libvirt_xml_inline'],
                                 entry + '.libvirt_xml_inline')
     try:
-        functions = parse_host_xml(xml_text)
+        functions = host_xml.parse(xml_text)
     except ValueError as exc:
         raise check.fail(entry + '.libvirt_xml', 'bad host XML %s: %s. '
                          'Fix the XML (see the shipped scenarios/hosts/*.xml '

@@ -7,6 +7,7 @@ import tempfile
 import testtools
 
 from gpu_nova_ext import exception
+from gpu_nova_ext.simulate import host_xml
 from gpu_nova_ext.simulate import hostgen
 from gpu_nova_ext.simulate import policies
 from gpu_nova_ext.simulate import scenario as scn
@@ -178,7 +179,7 @@ class TestHostGen(testtools.TestCase):
         spec = hostgen.GpuSpec(model='H100_80GB_HBM3', count=3,
                                mode='passthrough')
         gen = hostgen.generate([spec])
-        funcs = scn.parse_host_xml(gen.xml_text)
+        funcs = host_xml.parse(gen.xml_text)
         self.assertEqual(3, len(funcs))
         self.assertTrue(all(f.is_gpu for f in funcs))
         self.assertEqual(sorted(gen.facts), [f.address for f in funcs])

@@ -7,6 +7,7 @@ import testtools
 import yaml
 
 from gpu_nova_ext import exception
+from gpu_nova_ext.simulate import host_xml
 from gpu_nova_ext.simulate import scenario as scn
 
 XML = """<node>
@@ -251,9 +252,9 @@ class TestHostXmlGpus(testtools.TestCase):
     """The simulator tells GPUs in a host XML by the agent's own rule."""
 
     def _func(self, vendor, product, pci_class, mdev_types=()):
-        return scn.PciFunction(address='0000:3b:00.0', vendor_id=vendor,
-                               product_id=product, pci_class=pci_class,
-                               mdev_types=list(mdev_types))
+        return host_xml.PciFunction(
+            address='0000:3b:00.0', vendor_id=vendor, product_id=product,
+            pci_class=pci_class, mdev_types=list(mdev_types))
 
     def test_accelerator_class_amd_is_a_gpu(self):
         # MI300X PFs and VFs report processing accelerator, 0x120000
