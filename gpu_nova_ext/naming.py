@@ -4,6 +4,7 @@ Pure functions with no I/O and no heavy imports: the agent, the Placement
 translation, the scheduler plugins and the nova.conf generator all share
 them, so a model is spelled the same everywhere.
 """
+import base64
 import re
 
 import os_traits
@@ -136,8 +137,55 @@ def model_resource_class(model: str) -> str:
 
 
 def is_ours(trait: str) -> bool:
-    """True for the traits this project may add and remove."""
-    return trait.startswith(TRAIT_PREFIX)
+    """True for the traits the agent may add and remove.
+
+    Reservation traits carry our prefix but belong to the operator's
+    ``reserve``/``unreserve`` commands: the agent never touches them.
+    """
+    return (trait.startswith(TRAIT_PREFIX)
+            and not trait.startswith(RESERVATION_PREFIX))
+
+
+#: ``CUSTOM_GPU_RESERVED_<PROJECT>`` marks a GPU provider kept for a project.
+RESERVATION_PREFIX = TRAIT_PREFIX + 'RESERVED_'
+_B32_MARK = 'B32_'
+_KEYSTONE_ID = re.compile(r'^[0-9a-f]{1,64}$')
+
+
+def reservation_trait(project_id: str) -> str:
+    """The trait that keeps a GPU provider for one project.
+
+    Keystone's ids (lower-case hex) read back as upper-case hex
+    (``CUSTOM_GPU_RESERVED_6F70...``); any other id is base32-encoded
+    behind ``B32_``, so the mapping is one-to-one and reversible
+    (:func:`reservation_project`).
+    """
+    if not project_id or len(project_id) > 64:
+        raise ValueError('%r is not a valid project id' % (project_id,))
+    if _KEYSTONE_ID.match(project_id):
+        suffix = project_id.upper()
+    else:
+        suffix = _B32_MARK + base64.b32encode(
+            project_id.encode('utf-8')).decode('ascii').rstrip('=')
+    trait = RESERVATION_PREFIX + suffix
+    if not _TRAIT_RE.match(trait) or len(trait) > 255:
+        raise ValueError('%r is not a valid project id' % (project_id,))
+    return trait
+
+
+def reservation_project(trait: str) -> str | None:
+    """The project a reservation trait names; None for any other trait."""
+    if not trait.startswith(RESERVATION_PREFIX):
+        return None
+    suffix = trait[len(RESERVATION_PREFIX):]
+    if not suffix.startswith(_B32_MARK):
+        return suffix.lower() if re.match(r'^[0-9A-F]+$', suffix) else None
+    data = suffix[len(_B32_MARK):]
+    try:
+        return base64.b32decode(
+            data + '=' * (-len(data) % 8)).decode('utf-8')
+    except (ValueError, UnicodeDecodeError):
+        return None
 
 
 def pgpu_provider_name(nodename: str, pci_address: str) -> str:

@@ -69,6 +69,26 @@ class TestTraits(testtools.TestCase):
         self.assertTrue(naming.is_ours('CUSTOM_GPU_MODEL_L4'))
         self.assertFalse(naming.is_ours('CUSTOM_GPUX'))
         self.assertFalse(naming.is_ours('COMPUTE_STATUS_DISABLED'))
+        # The operator's reservations are not the agent's to remove.
+        self.assertFalse(naming.is_ours(naming.reservation_trait('ab12')))
+
+    def test_reservation_trait_round_trips(self):
+        for project in ('6f70656e737461636b20342065766572', 'demo',
+                        'ABC', 'abc', 'p-1_x', '\u00e9quipe', 'f' * 64):
+            trait = naming.reservation_trait(project)
+            self.assertTrue(trait.startswith(naming.RESERVATION_PREFIX))
+            self.assertEqual(project, naming.reservation_project(trait))
+        self.assertEqual(
+            'CUSTOM_GPU_RESERVED_6F70656E',
+            naming.reservation_trait('6f70656e'))
+        # Upper- and lower-case ids are different Keystone ids.
+        self.assertNotEqual(naming.reservation_trait('abc'),
+                            naming.reservation_trait('ABC'))
+        self.assertIsNone(naming.reservation_project('CUSTOM_GPU_MODEL_L4'))
+        self.assertIsNone(
+            naming.reservation_project('CUSTOM_GPU_RESERVED_B32_!!'))
+        for bad in ('', 'x' * 65):
+            self.assertRaises(ValueError, naming.reservation_trait, bad)
 
     def test_invalid_trait_refused(self):
         self.assertRaises(ValueError, naming.driver_trait, '')
