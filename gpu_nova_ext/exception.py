@@ -49,6 +49,12 @@ class LibvirtUnavailable(GpuNovaExtException):
                'right.')
 
 
+class LibvirtHostFileError(LibvirtUnavailable):
+    msg_fmt = ('Cannot use the libvirt test-driver host file %(path)s (from '
+               '%(uri)s): %(reason)s. Fix the file, or point [agent] '
+               'libvirt_uri (or --libvirt-uri) at a readable host XML.')
+
+
 class InventoryError(GpuNovaExtException):
     msg_fmt = 'GPU inventory error in %(source)s: %(reason)s'
 

@@ -18,6 +18,8 @@ The XML parsing is pure (:func:`parse_nodedev`, :func:`build_gpus`) so it
 is tested on strings as well as through libvirt's test driver.
 """
 import dataclasses
+import os
+import urllib.parse
 import xml.etree.ElementTree as ET
 
 from oslo_log import log as logging
@@ -310,6 +312,41 @@ def report_not_gpus(devices: list[NodeDevice], extra_ids, warn,
         note('%s', line)
 
 
+def check_test_driver_file(uri: str) -> None:
+    """Say what is wrong with a ``test:///path`` host file, before libvirt.
+
+    libvirt's own answer for an unreadable file reads like a daemon
+    problem ("failed to parse xml document"), and a file that is not UTF-8
+    makes libvirt-python fail with a SystemError.  ``test:///default`` is
+    libvirt's built-in host, not a file.
+    """
+    parsed = urllib.parse.urlparse(uri)
+    if parsed.scheme != 'test' or parsed.path in ('', '/default'):
+        return
+    path = urllib.parse.unquote(parsed.path)
+
+    def bad(reason):
+        return exception.LibvirtHostFileError(uri=uri, path=path,
+                                              reason=reason)
+    if not os.path.exists(path):
+        raise bad('no such file')
+    if not os.path.isfile(path):
+        raise bad('not a regular file')
+    try:
+        with open(path, 'rb') as f:
+            data = f.read()
+    except OSError as exc:
+        raise bad(exc.strerror or str(exc))
+    try:
+        data.decode('utf-8')
+    except UnicodeDecodeError as exc:
+        raise bad('not UTF-8 text (byte %d)' % exc.start)
+    try:
+        ET.fromstring(data)
+    except ET.ParseError as exc:
+        raise bad('not well-formed XML (%s)' % exc)
+
+
 class LibvirtSource(base.InventorySource):
     """PCI GPUs, VFs and mdev types from libvirt at ``[agent] libvirt_uri``.
 
@@ -338,11 +375,17 @@ class LibvirtSource(base.InventorySource):
         # libvirt prints every error on stderr unless told otherwise; the
         # errors reach us as exceptions anyway.
         libvirt.registerErrorHandler(lambda ctx, err: None, None)
+        check_test_driver_file(self.uri)
         try:
             self._conn = libvirt.openReadOnly(self.uri)
         except libvirt.libvirtError as exc:
             raise exception.LibvirtUnavailable(
                 uri=self.uri, reason=exc.get_error_message())
+        except SystemError as exc:
+            # libvirt-python could not decode libvirt's own error message.
+            raise exception.LibvirtUnavailable(
+                uri=self.uri, reason='libvirt failed (%s)' % (
+                    exc.__cause__ or exc))
         return self._conn
 
     def list_nodedevs(self) -> list[tuple[str, str]]:

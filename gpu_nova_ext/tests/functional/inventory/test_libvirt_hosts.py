@@ -4,6 +4,9 @@ Each test discovers one host (``test:///<xml>``) with the real stevedore
 plugins and asserts the exact inventory: the state payload GPU objects
 (``to_dict()``) plus the facts the payload leaves out.
 """
+import os
+
+import fixtures
 import testtools
 
 from gpu_nova_ext import exception
@@ -321,6 +324,31 @@ class TestSampleHostAndErrors(testtools.TestCase):
                                 manager.discover, fixture.conf,
                                 sources=['libvirt'])
         self.assertIn('test:///nonexistent/host.xml', str(exc))
+
+    def _discover_uri(self, uri):
+        fixture = self.useFixture(helpers.AgentConf(libvirt_uri=uri))
+        return self.assertRaises(exception.LibvirtHostFileError,
+                                 manager.discover, fixture.conf,
+                                 sources=['libvirt'])
+
+    def test_unreadable_host_file_is_not_called_a_daemon_problem(self):
+        tmp = self.useFixture(fixtures.TempDir()).path
+        cases = {'missing.xml': (None, 'no such file'),
+                 'dir.xml': ('dir', 'not a regular file'),
+                 'broken.xml': (b'<node><device', 'not well-formed XML'),
+                 'latin1.xml': (b'<node name="\xe9"/>', 'not UTF-8')}
+        for name, (content, reason) in cases.items():
+            path = os.path.join(tmp, name)
+            if content == 'dir':
+                os.mkdir(path)
+            elif content is not None:
+                with open(path, 'wb') as f:
+                    f.write(content)
+            exc = self._discover_uri('test://' + path)
+            self.assertIn(path, str(exc))
+            self.assertIn(reason, str(exc))
+            self.assertNotIn('libvirtd', str(exc))
+            self.assertIsInstance(exc, exception.LibvirtUnavailable)
 
     def test_unknown_source_lists_installed(self):
         fixture = self.useFixture(helpers.AgentConf())

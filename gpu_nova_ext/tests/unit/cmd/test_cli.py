@@ -35,3 +35,17 @@ class TestCliErrors(testtools.TestCase):
         self.assertIn('mode', err)
         self.assertIn('sideways', err)
         self.assertEqual(1, len(err.strip().splitlines()), err)
+
+    def test_unreadable_host_xml_names_file_not_daemon(self):
+        with tempfile.NamedTemporaryFile('wb', suffix='.xml',
+                                         delete=False) as f:
+            f.write(b'<node><device')
+        self.addCleanup(os.unlink, f.name)
+        rc, err = self._run(cli.main, ['discover', '--libvirt-uri',
+                                       'test://' + f.name])
+        self.assertEqual(2, rc)
+        self.assertIn(f.name, err)
+        self.assertIn('not well-formed XML', err)
+        self.assertNotIn('libvirtd', err)
+        self.assertNotIn('Traceback', err)
+        self.assertEqual(1, len(err.strip().splitlines()), err)
