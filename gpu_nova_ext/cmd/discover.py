@@ -1,8 +1,12 @@
 """``gpu-nova-ext discover``: print this host's GPU inventory.
 
 ``--format table`` (default) is for people, ``--format json`` prints
-``{"host": ..., "gpus": [...]}`` with the state payload's GPU objects
-(design doc: Operator CLI).  Without a GPU, try the shipped sample host::
+``{"host": ..., "gpus": [...], "warnings": [...], "notes": [...]}`` with
+the state payload's GPU objects (design doc: Operator CLI).  Both formats
+say what discovery skipped (``warnings``: devices skipped or degraded)
+and which GPU-vendor PCI functions it does not offer, and why (``notes``).
+
+Without a GPU, try the shipped sample host::
 
     gpu-nova-ext discover --nvml none --libvirt-uri \\
         test:///<site-packages>/gpu_nova_ext/inventory/samples/a100-vgpu-host.xml
@@ -46,7 +50,10 @@ def run(args, conf) -> int:
         sources = [s for s in sources if s != 'nvml']
     inventory = manager.discover(conf, sources=sources)
     if args.format == 'json':
-        json.dump(inventory.to_dict(), sys.stdout, indent=2, sort_keys=True)
+        data = inventory.to_dict()
+        data.update(warnings=list(inventory.warnings),
+                    notes=list(inventory.notes))
+        json.dump(data, sys.stdout, indent=2, sort_keys=True)
         sys.stdout.write('\n')
     else:
         sys.stdout.write(format_table(inventory))
@@ -91,4 +98,6 @@ def format_table(inventory) -> str:
         lines.append('(no GPU found)')
     for warning in inventory.warnings:
         lines.append('warning: %s' % warning)
+    for note in inventory.notes:
+        lines.append('note: %s' % note)
     return '\n'.join(lines) + '\n'

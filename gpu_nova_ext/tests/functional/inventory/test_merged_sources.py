@@ -143,3 +143,20 @@ class TestDiscoverCommand(testtools.TestCase):
         self.assertEqual(2, rc)
         self.assertIn('test:///nonexistent/host.xml', err)
         self.assertEqual(1, len(err.strip().splitlines()), err)
+
+    def test_functions_not_offered_are_said_in_both_formats(self):
+        uri = helpers.host_uri('h100-passthrough.xml')
+        rc, out, err = self.run_cli('--libvirt-uri', uri, '--nvml', 'none')
+        self.assertEqual(0, rc, err)
+        notes = [line for line in out.splitlines()
+                 if line.startswith('note: ')]
+        self.assertEqual(1, len(notes), out)
+        self.assertIn('0000:05:00.0', notes[0])
+        self.assertIn('extra_gpu_pci_ids', notes[0])
+        rc, out, err = self.run_cli('--libvirt-uri', uri, '--nvml', 'none',
+                                    '--format', 'json')
+        self.assertEqual(0, rc, err)
+        data = json.loads(out)
+        self.assertEqual([], data['warnings'])
+        self.assertEqual(1, len(data['notes']))
+        self.assertIn('0000:05:00.0', data['notes'][0])
