@@ -3,11 +3,14 @@
 ``boots:`` lists what happens in order, one step after another (each
 step takes ``step_seconds`` of simulated time):
 
-* a boot ``{flavor, count, name, lifetime}``: ``count`` servers, deleted
-  again ``lifetime`` steps after they were booted when given;
+* a boot ``{flavor, count, name, lifetime, metadata}``: ``count`` servers,
+  deleted again ``lifetime`` steps after they were booted when given,
+  with Nova server ``metadata`` (remediation's opt-out);
 * an event ``{event: {host, gpu, health, reasons, metrics}}`` changes what
-  the GPU reports; ``{event: {host, agent: down|up}}`` stops or restarts
-  the host's agent (its state then ages out after ``state_ttl``);
+  the GPU reports: ``health`` as given, ``metrics`` through the agent's
+  health judge (:mod:`gpu_nova_ext.simulate.agent_health`);
+  ``{event: {host, agent: down|up}}`` stops or restarts the host's agent
+  (its state then ages out after ``state_ttl``);
 * a delete ``{delete: NAME_OR_PREFIX}`` deletes the server of that name,
   or every server whose name starts with it.
 
@@ -20,8 +23,9 @@ from typing import Any
 
 from gpu_nova_ext.inventory import simulated
 from gpu_nova_ext.simulate import checks
+from gpu_nova_ext.simulate import remediation_spec
 
-BOOT_KEYS = ('flavor', 'count', 'name', 'lifetime')
+BOOT_KEYS = ('flavor', 'count', 'name', 'lifetime', 'metadata')
 EVENT_KEYS = ('host', 'gpu', 'health', 'reasons', 'metrics', 'agent')
 WORKLOAD_KEYS = ('flavors', 'seed', 'lifetime', 'until', 'max_servers')
 AGENT_STATES = ('down', 'up')
@@ -38,6 +42,8 @@ class Boot:
     name: str | None = None       # server name prefix; the flavor's if None
     index: int = 0                # position in ``boots:``
     lifetime: int | None = None   # steps until the server is deleted
+    #: Nova server metadata (``gpu_nova_ext:remediation: never``)
+    metadata: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -94,10 +100,15 @@ def parse_step(check: checks.Checker, item: Any, index: int,
     if 'lifetime' in item:
         lifetime = check.integer(item['lifetime'], entry + '.lifetime', 1,
                                  MAX_LIFETIME)
+    metadata = {}
+    if 'metadata' in item:
+        metadata = remediation_spec.parse_metadata(
+            check, item['metadata'], entry + '.metadata')
     return Boot(flavor=flavor,
                 count=check.integer(item.get('count', 1), entry + '.count',
                                     1, MAX_COUNT),
-                name=name, index=index, lifetime=lifetime)
+                name=name, index=index, lifetime=lifetime,
+                metadata=metadata)
 
 
 def _flavor_name(check, value, entry, scenario) -> str:
