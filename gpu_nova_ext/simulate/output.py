@@ -117,7 +117,9 @@ def to_table(results: list[runner.Result]) -> str:
         out += compare_table(results)
         for result in results:
             out += ['', '== policy %s ==' % result.policy]
-            out += _moves(result) + _missing(result) + _summary(result)
+            moves = _moves(result)
+            out += moves + ([''] if moves else []) + _missing(result)
+            out += _summary(result)
         return '\n'.join(out)
     result = results[0]
     if len(result.servers) <= MAX_ROWS:
