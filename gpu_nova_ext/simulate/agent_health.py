@@ -9,7 +9,10 @@ as the scenario gives them and its events change them (``metrics:``,
 the agent's rules: a GPU degrades (or fails) at the first sample with a
 cause (temperature at the slowdown or shutdown threshold, thermal
 throttling, uncorrectable ECC errors, ...) and recovers only after the
-cause has been gone for ``recovery_period`` simulated seconds.
+cause has been gone for ``recovery_period`` simulated seconds.  An event's
+``xids`` reach the next sample, as NVML's event set delivers them to the
+agent (``[health] fatal_xids`` fail the GPU, ``degrading_xids`` degrade it,
+both held ``xid_quiet_period`` plus ``recovery_period``).
 
 A GPU whose health the scenario sets itself (``health:`` in its facts or in
 an event) reports that health; the judge decides for the others.
@@ -40,6 +43,13 @@ class HostHealth:
         self.last_sample: float | None = None
         #: metrics changed since the last sample
         self.dirty = True
+        #: XIDs for the next sample, by GPU
+        self._xids: dict[str, list[int]] = {}
+
+    def xid(self, address: str, xids: list[int]) -> None:
+        """XID events of a GPU, seen at the next sample."""
+        self._xids.setdefault(address, []).extend(xids)
+        self.dirty = True
 
     def judged(self, address: str) -> bool:
         """Whether the judge decides this GPU's health."""
@@ -67,6 +77,7 @@ class HostHealth:
         for index, (address, facts) in enumerate(
                 sorted(self.host.facts.items())):
             if not self.judged(address):
+                self._xids.pop(address, None)
                 continue
             metrics = {k: v for k, v in (facts.get('metrics') or {}).items()
                        if isinstance(v, (int, float))}
@@ -77,6 +88,7 @@ class HostHealth:
                 index=index, pci_address=address, bus_id=address,
                 uuid=facts.get('uuid'), name=facts.get('name'),
                 timestamp=now, metrics=metrics,
+                xids=self._xids.pop(address, []),
                 vendor=facts.get('vendor') or 'nvidia')
             verdict = self.judge.judge(sample, (), now)
             if verdict.changed:

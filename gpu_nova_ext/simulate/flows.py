@@ -28,7 +28,9 @@ class HealthFlow:
             old = self._health_of(host, step.gpu)
             host.apply_event(step)
             verdicts = []
-            if step.metrics:
+            if step.xids:
+                host.health.xid(step.gpu, step.xids)
+            if step.metrics or step.xids:
                 host.health.dirty = True
                 self._judging.add(host.name)
                 if host.agent_up:
@@ -38,7 +40,8 @@ class HealthFlow:
                 self._cast(cache, host)
             what = ', '.join(
                 (['health -> %s' % step.health] if step.health else []) +
-                ['%s -> %s' % kv for kv in step.metrics.items()])
+                ['%s -> %s' % kv for kv in step.metrics.items()] +
+                ['XID %d' % x for x in step.xids])
         result.events.append(res.EventResult(
             host=step.host, gpu=step.gpu, health=step.health,
             metrics=dict(step.metrics), step=step.index, what=what))

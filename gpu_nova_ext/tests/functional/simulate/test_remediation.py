@@ -38,10 +38,12 @@ def _write(data):
     return f.name
 
 
-def _variant(**remediation):
+def _variant(boots=None, **remediation):
     with open(REMEDIATION) as f:
         data = yaml.safe_load(f)
     data['remediation'].update(remediation)
+    for index, step in (boots or {}).items():
+        data['boots'][index] = step
     return _write(data)
 
 
@@ -53,8 +55,8 @@ def _moves(path):
 
 class TestRemediation(testtools.TestCase):
 
-    def _variant(self, **remediation):
-        path = _variant(**remediation)
+    def _variant(self, boots=None, **remediation):
+        path = _variant(boots, **remediation)
         self.addCleanup(os.unlink, path)
         return path
 
@@ -112,6 +114,8 @@ class TestRemediation(testtools.TestCase):
         self.assertIn('FAILED: No valid host', rows['big-1'])
         self.assertIn('health -> unhealthy (agent: temperature at or above '
                       'shutdown threshold (92 C))', out)
+        self.assertIn('health -> unhealthy (agent: XID 79: GPU has fallen '
+                      'off the bus)', out)
         self.assertIn('remediation: train-1 live-migrate from cmp-a100-1',
                       err)
         out, _ = _run(['simulate', REMEDIATION, '--format', 'csv'])
@@ -121,6 +125,19 @@ class TestRemediation(testtools.TestCase):
             moves['train-2']['host'], moves['train-2']['outcome'],
             moves['train-2']['from_host']))
         self.assertEqual(5, sum(1 for r in rows if r['record'] == 'boot'))
+
+    def test_a_health_event_triggers_too(self):
+        """An event's ``health: unhealthy`` (not the judge) moves them."""
+        moves, data = _moves(self._variant(boots={3: {'event': {
+            'host': 'cmp-a100-1', 'gpu': '0000:3b:00.0',
+            'health': 'unhealthy', 'reasons': ['XID 48']}}}))
+        self.assertEqual(('moved', 'cmp-a100-2'),
+                         (moves['train-1']['outcome'],
+                          moves['train-1']['to_host']))
+        self.assertEqual('skipped', moves['pinned-1']['outcome'])
+        occ = {(o['host'], o['gpu']): o for o in data['occupancy']}
+        self.assertEqual((1, 'unhealthy'), (occ[HOT_A100]['used'],
+                                            occ[HOT_A100]['health']))
 
     def test_per_host_limit_two_moves_in_one_step(self):
         moves, _ = _moves(self._variant(max_concurrent_per_host=2))

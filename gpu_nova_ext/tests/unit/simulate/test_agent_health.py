@@ -96,3 +96,19 @@ class TestHostHealth(testtools.TestCase):
         self.assertTrue(self.health.due(interval))
         self.health.dirty = True
         self.assertTrue(self.health.due(interval / 2))
+
+    def test_fatal_xid_held_quiet_period_then_recovery_period(self):
+        quiet = self.host.conf.health.xid_quiet_period
+        self._at(0)
+        self.health.xid(GPU, [79])
+        self.assertTrue(self.health.due(1))
+        changed = self._at(10)
+        self.assertEqual([(GPU, 'unhealthy')],
+                         [(v.key, v.state) for v in changed])
+        self.assertEqual('XID 79: GPU has fallen off the bus',
+                         changed[0].reasons[0])
+        # seen once; held for the quiet period plus the recovery period
+        self.assertEqual([], self._at(10 + quiet + self.recovery - 1))
+        self.assertEqual('unhealthy', self._state())
+        changed = self._at(10 + quiet + self.recovery)
+        self.assertEqual('healthy', changed[0].state)

@@ -194,3 +194,30 @@ class TestMovesOutput(testtools.TestCase):
                           'No valid host: no host passed the filters'),
                          (failed['host'], failed['outcome'],
                           failed['error']))
+
+
+class TestXidEvent(testtools.TestCase):
+
+    def _event(self, **event):
+        data = copy.deepcopy(test_scenario.BASE)
+        data['boots'][1]['event'] = dict(host='cmp-1', gpu='3b:00.0',
+                                         **event)
+        return data
+
+    def test_xids(self):
+        s = scn.from_dict(self._event(xids=[79, 48]), PATH)
+        self.assertEqual([79, 48], s.steps[1].xids)
+        s = scn.from_dict(self._event(xids=79), PATH)
+        self.assertEqual([79], s.steps[1].xids)
+
+    def test_bad_xid_names_the_entry(self):
+        exc = self.assertRaises(exception.ScenarioError, scn.from_dict,
+                                self._event(xids=[79, 'boom']), PATH)
+        self.assertIn('boots[1].event.xids[1]:', str(exc))
+        self.assertIn('expected an integer', str(exc))
+
+    def test_an_event_changes_something(self):
+        exc = self.assertRaises(exception.ScenarioError, scn.from_dict,
+                                self._event(reasons=['x']), PATH)
+        self.assertIn('boots[1].event:', str(exc))
+        self.assertIn('"xids"', str(exc))
