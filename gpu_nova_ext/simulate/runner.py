@@ -39,6 +39,7 @@ from oslo_log import log as logging
 
 from gpu_nova_ext.simulate import agent_health
 from gpu_nova_ext.simulate import clock
+from gpu_nova_ext.simulate import conf_keys
 from gpu_nova_ext.simulate import flows
 from gpu_nova_ext.simulate import host as sim_host
 from gpu_nova_ext.simulate import metrics
@@ -180,6 +181,8 @@ class Simulation(flows.HealthFlow):
                 self.hosts[spec.name] = host
                 host.write_files()
                 host.start_agent(self.placement.mount)
+                conf_keys.apply_agent_conf(host.conf,
+                                           self.scenario.agent_conf)
                 host.health = agent_health.HostHealth(host,
                                                       self.clock.monotonic)
                 host.health.sample(self.clock.now)

@@ -3,6 +3,7 @@
 Real parts as in :mod:`.test_simulate` (embedded Placement, the agents'
 cycles, Nova's scheduling code and our plugins), in a child process.
 """
+import copy
 import csv
 import io
 import json
@@ -214,3 +215,17 @@ class TestHealthHysteresis(testtools.TestCase):
         s7 = next(line for line in out.splitlines()
                   if line.startswith('s7-1'))
         self.assertIn('GpuHealthFilter removed cmp-1', s7)
+
+    def test_agent_conf_sets_the_judges_recovery_period(self):
+        data = dict(HYSTERESIS,
+                    agent_conf={'health': {'recovery_period': 120}})
+        path = _write(copy.deepcopy(data))
+        self.addCleanup(os.unlink, path)
+        out, _ = _run(['simulate', path])
+        order = [line.split()[0] + (' healthy' if 'health -> healthy' in
+                                    line else '')
+                 for line in out.splitlines()
+                 if line.startswith(('s', '** event'))]
+        # cooled at t=240 s: healthy at t=360 s, the step of s5 (with
+        # the default 300 s, of s8)
+        self.assertEqual(order.index('** healthy') + 1, order.index('s5-1'))
