@@ -11,6 +11,7 @@ directory; host names were checked against a safe character set (see
 :mod:`gpu_nova_ext.simulate.checks`) and every path is checked to stay
 inside that directory before anything is written.
 """
+import copy
 import dataclasses
 import os
 from typing import Any
@@ -59,7 +60,10 @@ class SimulatedHost:
         self.gpus_path = inside(self.dir, 'gpus.yaml')
         self.nova_conf_path = inside(self.dir, 'nova.conf')
         self.xml = ElementTree.fromstring(spec.xml_text)
-        self.facts = {addr: dict(f) for addr, f in spec.gpus.items()}
+        # the host's own copy: events change it (YAML anchors and host
+        # kinds share the scenario's records)
+        self.facts = {addr: copy.deepcopy(f)
+                      for addr, f in spec.gpus.items()}
         self.endpoint = endpoint
         self.root_uuid: str | None = None
         self.nodename = spec.name
@@ -83,6 +87,8 @@ class SimulatedHost:
         # the agent's protocol 1.1 message sequence
         self.publisher = agent_payload.Publisher()
         self.last_cast = 0.0
+        #: the agent's health judge (:mod:`.agent_health`), when running
+        self.health = None
         self._caps = self._index_caps()
 
     def _index_caps(self) -> dict[str, Any]:
@@ -346,6 +352,8 @@ class SimulatedHost:
         self.save_state()
         inventory = manager.discover(self.conf,
                                      sources=['libvirt', 'simulated'])
+        if self.health is not None:
+            self.health.apply(inventory)
         result = self.reporter.report(inventory)
         self.inventory = inventory
         self.payload = agent_payload.build_payload(

@@ -29,18 +29,36 @@ def to_json(results: list[runner.Result]) -> str:
 
 CSV_FIELDS = ('policy', 'server', 'flavor', 'host', 'gpus', 'error',
               'arrived_pct')
+#: with ``remediation:``, a row per move follows the servers' rows
+CSV_MOVE_FIELDS = ('record', 'step', 'from_host', 'from_gpus', 'action',
+                   'outcome')
 
 
 def to_csv(results: list[runner.Result]) -> str:
-    """One row per server (and policy)."""
+    """One row per server (and policy); then one per remediation move.
+
+    With ``remediation:`` the rows gain a ``record`` column (``boot`` or
+    ``move``); a move's ``host``/``gpus`` are where the server went and its
+    ``error`` why it did not move.
+    """
     out = io.StringIO()
     writer = csv.writer(out, lineterminator='\n')
-    writer.writerow(CSV_FIELDS)
+    moves = any(r.moves is not None for r in results)
+    writer.writerow(CSV_FIELDS + (CSV_MOVE_FIELDS if moves else ()))
     for result in results:
         for s in result.servers:
             writer.writerow([result.policy or '', s.server, s.flavor,
                              s.host or '', ' '.join(s.gpus), s.error or '',
-                             '%.2f' % s.arrived_pct])
+                             '%.2f' % s.arrived_pct] +
+                            (['boot', '', '', '', '', ''] if moves else []))
+        flavors = {s.server: s.flavor for s in result.servers}
+        for m in result.moves or []:
+            writer.writerow([
+                result.policy or '', m.server, flavors.get(m.server, ''),
+                m.to_host or '', ' '.join(m.to_gpus),
+                '' if m.outcome == 'moved' else m.why(), '', 'move',
+                str(m.step), m.host, ' '.join(m.gpus), m.action,
+                m.outcome])
     return out.getvalue()
 
 
@@ -99,14 +117,16 @@ def to_table(results: list[runner.Result]) -> str:
         out += compare_table(results)
         for result in results:
             out += ['', '== policy %s ==' % result.policy]
-            out += _missing(result) + _summary(result)
+            moves = _moves(result)
+            out += moves + ([''] if moves else []) + _missing(result)
+            out += _summary(result)
         return '\n'.join(out)
     result = results[0]
     if len(result.servers) <= MAX_ROWS:
-        out += _servers(result) + ['']
+        out += _servers(result) + _moves(result) + ['']
     else:
         out += ['%d servers: per-server rows are in --format json or csv.'
-                % len(result.servers), '']
+                % len(result.servers)] + _moves(result) + ['']
     if len(result.occupancy) <= MAX_ROWS:
         out += _occupancy(result)
     else:
@@ -219,13 +239,15 @@ def plot(results: list[runner.Result], path: str) -> None:
 
 def _servers(result: runner.Result) -> list[str]:
     out = []
-    events = {e.step: e for e in result.events}
+    events: dict[int, list] = {}
+    for event in result.events:
+        events.setdefault(event.step, []).append(event)
     rows = []
     last_step = -1
     for server in result.servers:
         for step in sorted(events):
-            if last_step < step < server.step:
-                rows.append(_event_row(events.pop(step)))
+            if last_step < step <= server.step:
+                rows += [_event_row(e) for e in events.pop(step)]
         last_step = server.step
         if server.error:
             rows.append([server.server, server.flavor, '-', '-',
@@ -235,11 +257,26 @@ def _servers(result: runner.Result) -> list[str]:
                          ', '.join(server.gpus) or '-',
                          _why(server)])
     for step in sorted(events):
-        rows.append(_event_row(events[step]))
+        rows += [_event_row(e) for e in events[step]]
     out += _table(['SERVER', 'FLAVOR', 'HOST', 'GPU',
                    'WHY THIS HOST (weight differences to the next best)'],
                   rows)
     return out
+
+
+def _moves(result: runner.Result) -> list[str]:
+    """Remediation's table: where each server of an unhealthy GPU went."""
+    if result.moves is None:
+        return []
+    if not result.moves:
+        return ['', 'REMEDIATION: no GPU with servers turned unhealthy']
+    rows = [[m.server, m.host, ', '.join(m.gpus) or '-',
+             m.to_host or '-', ', '.join(m.to_gpus) or '-',
+             m.action if m.outcome == 'moved' else
+             '%s: %s' % (m.outcome.upper(), m.why())]
+            for m in result.moves]
+    return [''] + _table(['MOVED SERVER', 'FROM HOST', 'FROM GPU',
+                          'TO HOST', 'TO GPU', 'HOW, OR WHY NOT'], rows)
 
 
 def _occupancy(result: runner.Result) -> list[str]:

@@ -44,6 +44,41 @@ class EventResult:
 
 
 @dataclasses.dataclass
+class MoveResult:
+    """What remediation did with one server of an unhealthy GPU."""
+
+    server: str
+    host: str                        # where it was
+    gpus: list[str]
+    action: str                      # live-migrate, cold-migrate, ...
+    outcome: str                     # moved, failed, skipped, notified,
+    #                                  would-<action>
+    reason: str                      # the policy's reason for the action
+    to_host: str | None = None
+    to_gpus: list[str] = dataclasses.field(default_factory=list)
+    error: str | None = None         # why it was not moved
+    step: int = 0                    # steps played when it happened
+
+    def why(self) -> str:
+        return self.error or self.reason
+
+    def line(self) -> str:
+        src = '%s %s' % (self.host, ','.join(self.gpus) or '-')
+        if self.outcome == 'moved':
+            return '%s from %s to %s %s' % (
+                self.action, src, self.to_host,
+                ','.join(self.to_gpus) or '-')
+        return '%s on %s: %s' % (self.outcome, src, self.why())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {'server': self.server, 'step': self.step,
+                'from_host': self.host, 'from_gpus': list(self.gpus),
+                'action': self.action, 'outcome': self.outcome,
+                'to_host': self.to_host, 'to_gpus': list(self.to_gpus),
+                'reason': self.why()}
+
+
+@dataclasses.dataclass
 class Occupancy:
     host: str
     gpu: str
@@ -75,6 +110,8 @@ class Result:
     #: (arrived %, GPU allocation rate %) after each boot
     curve: list[tuple[float, float]] = dataclasses.field(
         default_factory=list)
+    #: remediation's moves (None: the scenario has no ``remediation:``)
+    moves: list[MoveResult] | None = None
     #: wall-clock and CPU seconds per phase (set-up, steps, occupancy)
     timings: dict[str, float] = dataclasses.field(default_factory=dict)
     cpu: dict[str, float] = dataclasses.field(default_factory=dict)
@@ -91,6 +128,8 @@ class Result:
                                  for h, s in sorted(
                                      self.missing_state.items())],
                'summary': dict(self.summary)}
+        if self.moves is not None:
+            out['remediation'] = [m.to_dict() for m in self.moves]
         if self.policy is not None:
             out['policy'] = self.policy
         return out

@@ -22,7 +22,10 @@ Phases (each reported through the ``progress`` callback):
    re-cast every ``[agent] report_interval`` simulated seconds, so state
    ages out (``[gpu_scheduler] state_ttl``) only where the scenario stops
    an agent (``agent: down``), never because the machine running the
-   simulation is slow.
+   simulation is slow.  The agents' health judges run on the same clock
+   (:mod:`gpu_nova_ext.simulate.agent_health`); with ``remediation:``,
+   a GPU turning unhealthy moves its servers
+   (:mod:`gpu_nova_ext.simulate.remediation`).
 5. **occupancy**: per GPU provider, usage and capacity read back from
    Placement's database in one query, health from the state cache.
 """
@@ -34,11 +37,15 @@ from typing import Any
 
 from oslo_log import log as logging
 
-from gpu_nova_ext.agent import payload as agent_payload
+from gpu_nova_ext.simulate import agent_health
+from gpu_nova_ext.simulate import clock
+from gpu_nova_ext.simulate import conf_keys
+from gpu_nova_ext.simulate import flows
 from gpu_nova_ext.simulate import host as sim_host
 from gpu_nova_ext.simulate import metrics
 from gpu_nova_ext.simulate import nova_env
 from gpu_nova_ext.simulate import nova_handlers
+from gpu_nova_ext.simulate import remediation
 from gpu_nova_ext.simulate import result as res
 from gpu_nova_ext.simulate import scenario as scn
 from gpu_nova_ext.simulate import scheduling
@@ -52,29 +59,10 @@ Progress = Callable[[str], None]
 HOST_LINES_MAX = 50
 
 
-class SimClock:
-    """The simulation's own time: seconds since its start.
-
-    ``wall()`` is what the agents stamp their payloads with and what the
-    state cache compares them against; ``monotonic()`` is the state
-    cache's TTL clock.
-    """
-
-    def __init__(self, start: float | None = None):
-        self.start = time.time() if start is None else start
-        self.now = 0.0
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def wall(self) -> float:
-        return self.start + self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
+SimClock = clock.SimClock
 
 
-class Simulation:
+class Simulation(flows.HealthFlow):
     """Runs one scenario; :meth:`run` returns a :class:`res.Result`.
 
     :param bar: ``bar(total, desc)`` returns a progress bar object with
@@ -94,6 +82,10 @@ class Simulation:
         self.step_no = 0
         self._counters: dict[str, int] = {}
         self._servers: dict[str, tuple[str, str]] = {}   # name -> host, uuid
+        self.servers = self._servers
+        self.metadata: dict[str, dict[str, str]] = {}    # name -> metadata
+        self.remediation = None
+        self._judging: set[str] = set()   # hosts whose judge may change
         self._expiry: dict[int, list[str]] = {}          # step -> servers
 
     def run(self) -> res.Result:
@@ -115,7 +107,7 @@ class Simulation:
             self.placement = placement
             self.progress('placement: openstack-placement in process '
                           '(%s)' % endpoint)
-            cache = self._cache(novaconf.conf)
+            cache = self._cache = self._make_cache(novaconf.conf)
             self.progress('nova: %d filters, %d weighers; state cache on '
                           'the simulated clock (state_ttl %.0f s)' % (
                               len(scheduler.filters),
@@ -128,6 +120,10 @@ class Simulation:
             self.sched = scheduling.Scheduling(
                 self.scenario, scheduler, self.hosts, cache,
                 nova_env.report_client(endpoint, mount=placement.mount))
+            if self.scenario.remediation is not None:
+                self.remediation = remediation.Controller(
+                    self.scenario.remediation, self)
+                result.moves = self.remediation.moves
             t0, c0 = time.monotonic(), time.process_time()
             self._play(result, cache)
             result.timings['steps'] = time.monotonic() - t0
@@ -158,7 +154,7 @@ class Simulation:
 
     # -- set-up ------------------------------------------------------------
 
-    def _cache(self, conf):
+    def _make_cache(self, conf):
         """The scheduler's state cache, on the simulated clock.
 
         Nothing listens: payloads are handed to ``update()`` as the state
@@ -185,6 +181,13 @@ class Simulation:
                 self.hosts[spec.name] = host
                 host.write_files()
                 host.start_agent(self.placement.mount)
+                conf_keys.apply_agent_conf(host.conf,
+                                           self.scenario.agent_conf)
+                host.health = agent_health.HostHealth(host,
+                                                      self.clock.monotonic)
+                host.health.sample(self.clock.now)
+                if host.health.active():
+                    self._judging.add(host.name)
                 host.create_providers(writer)
                 report, payload = host.cycle(self.clock.wall())
                 self._cast(cache, host)
@@ -229,8 +232,14 @@ class Simulation:
         for server in self._expiry.pop(self.step_no, []):
             if server in self._servers:
                 self._delete(result, cache, server, expired=True)
-        interval = self._report_interval
+        if self.remediation is not None:
+            self.remediation.tick()
         now = self.clock.now
+        for name in sorted(self._judging):
+            host = self.hosts[name]
+            if host.agent_up and host.health.due(now):
+                self._judge(result, cache, host)
+        interval = self._report_interval
         for host in self.hosts.values():
             if host.agent_up and now - host.last_cast >= interval:
                 # nothing changed on the host since its last cycle: the
@@ -243,19 +252,25 @@ class Simulation:
         any_host = next(iter(self.hosts.values()))
         self._report_interval = any_host.conf.agent.report_interval
         for step in self.scenario.steps:
+            self._index = step.index
             if isinstance(step, st.Boot):
                 for _ in range(step.count):
                     self._tick(result, cache)
-                    self._boot(result, cache, step.flavor, step.name,
-                               step.lifetime, step.index)
+                    server = self._boot(result, cache, step.flavor,
+                                        step.name, step.lifetime, step.index)
+                    if step.metadata and not server.error:
+                        self.metadata[server.server] = dict(step.metadata)
                 continue
             self._tick(result, cache)
             if isinstance(step, st.Delete):
                 self._delete_matching(result, cache, step)
             else:
                 self._event(result, cache, step)
+        self._index = len(self.scenario.steps)
         if self.scenario.workload is not None:
             self._workload(result, cache, self.scenario.workload)
+        while self.remediation is not None and self.remediation.pending:
+            self._tick(result, cache)     # moves still waiting: more steps
 
     def _workload(self, result: res.Result, cache, work: st.Workload):
         gen = wl.Generator(work, self.meter)
@@ -331,6 +346,7 @@ class Simulation:
         agent re-casts.
         """
         host_name, instance_uuid = self._servers.pop(name)
+        self.metadata.pop(name, None)
         host = self.hosts[host_name]
         self.meter.consumed(host, instance_uuid, -1)
         self.sched.delete(instance_uuid, host_name)
@@ -339,30 +355,6 @@ class Simulation:
         if host.agent_up:
             self._cast(cache, host)
         result.deleted += 1
-
-    def _event(self, result, cache, step: st.Event) -> None:
-        host = self.hosts[step.host]
-        if step.agent is not None:
-            host.agent_up = step.agent == 'up'
-            if host.agent_up:
-                # a restarted agent: its message sequence starts afresh
-                host.publisher = agent_payload.Publisher()
-                host.cycle(self.clock.wall())
-                self._cast(cache, host)
-            what = 'agent %s' % step.agent
-        else:
-            host.apply_event(step)
-            host.cycle(self.clock.wall())
-            if host.agent_up:
-                self._cast(cache, host)
-            what = ', '.join(
-                (['health -> %s' % step.health] if step.health else []) +
-                ['%s -> %s' % kv for kv in step.metrics.items()])
-        result.events.append(res.EventResult(
-            host=step.host, gpu=step.gpu, health=step.health,
-            metrics=dict(step.metrics), step=step.index, what=what))
-        self.progress('event: %s %s%s' % (
-            step.host, step.gpu + ' ' if step.gpu else '', what))
 
     # -- results -----------------------------------------------------------
 

@@ -22,8 +22,10 @@ from gpu_nova_ext import exception
 from gpu_nova_ext.inventory import simulated
 from gpu_nova_ext import safe_yaml
 from gpu_nova_ext.simulate import checks
+from gpu_nova_ext.simulate import conf_keys
 from gpu_nova_ext.simulate import host_xml
 from gpu_nova_ext.simulate import hostgen
+from gpu_nova_ext.simulate import remediation_spec
 from gpu_nova_ext.simulate import steps
 
 SCENARIO_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)),
@@ -31,7 +33,7 @@ SCENARIO_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)),
 DEFAULT_SCENARIO = os.path.join(SCENARIO_DIR, 'default.yaml')
 
 TOP_KEYS = ('description', 'nova_conf', 'hosts', 'flavors', 'boots',
-            'workload', 'step_seconds')
+            'workload', 'step_seconds', 'remediation', 'agent_conf')
 HOST_KEYS = ('name', 'count', 'libvirt_xml', 'libvirt_xml_inline', 'vcpus',
              'memory_mb', 'disk_gb', 'cpu_allocation_ratio',
              'ram_allocation_ratio', 'disk_allocation_ratio',
@@ -100,6 +102,10 @@ class Scenario:
     steps: list['steps.Step']
     workload: 'steps.Workload | None' = None
     step_seconds: float = DEFAULT_STEP_SECONDS
+    remediation: 'remediation_spec.Spec | None' = None   # None: no remediation
+    #: (group, option) -> value for every host's agent
+    agent_conf: dict[tuple[str, str], Any] = dataclasses.field(
+        default_factory=dict)
     #: our filters and weighers on (``--compare``'s "nova" turns them off)
     gpu_plugins: bool = True
     #: name -> host, built on first use
@@ -145,7 +151,7 @@ def from_dict(data: Any, path: str) -> Scenario:
     check = checks.Checker(path)
     data = check.mapping(data, 'top level')
     check.keys(data, TOP_KEYS, 'top level')
-    nova_conf = _nova_conf(check, data.get('nova_conf') or {})
+    nova_conf = conf_keys.nova_conf(check, data.get('nova_conf') or {})
     hosts_data = check.required(data, 'hosts', 'top level')
     if not isinstance(hosts_data, list) or not hosts_data:
         raise check.fail('hosts', 'expected a non-empty list of hosts')
@@ -180,6 +186,11 @@ def from_dict(data: Any, path: str) -> Scenario:
         scenario.step_seconds = check.number(
             data['step_seconds'], 'step_seconds', minimum=0.001,
             maximum=86400.0)
+    scenario.agent_conf = conf_keys.agent_conf(
+        check, data.get('agent_conf') or {})
+    if data.get('remediation') is not None:
+        scenario.remediation = remediation_spec.parse(
+            check, data['remediation'])
     boots_data = data.get('boots') or []
     if not isinstance(boots_data, list):
         raise check.fail('boots', 'expected a list of boots and events')
@@ -192,17 +203,6 @@ def from_dict(data: Any, path: str) -> Scenario:
         scenario.workload = steps.parse_workload(check, data['workload'],
                                                  scenario)
     return scenario
-
-
-def _nova_conf(check: checks.Checker, value: Any) -> dict[str, dict[str, Any]]:
-    value = check.mapping(value, 'nova_conf')
-    out = {}
-    for group, opts in value.items():
-        entry = 'nova_conf.%s' % group
-        opts = check.mapping(opts, entry)
-        check.finite_values(opts, entry)
-        out[str(group)] = {str(k): v for k, v in opts.items()}
-    return out
 
 
 def _hosts(check: checks.Checker, item: Any, entry: str,

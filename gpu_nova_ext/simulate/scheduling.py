@@ -65,18 +65,74 @@ class Scheduling:
         Returns (host, instance uuid), or (None, None) with
         ``server.error`` set.
         """
-        ctx = self.ctx
         instance_uuid = str(uuid.uuid4())
+        spec = nova_env.request_spec(self.ctx, flavor, instance_uuid)
+        state, alloc_req, ordered, error = self._schedule(spec,
+                                                          instance_uuid)
+        if error:
+            server.error = error
+            return None, None
+        host = self.hosts[state.host]
+        self._explain(server, state, ordered, host)
+        server.gpus = host.consume(flavor, alloc_req['allocations'],
+                                   instance_uuid)
+        self.changed(host.name)
+        return host, instance_uuid
+
+    def move(self, instance_uuid: str, flavor: scn.Flavor, source,
+             cold: bool = False):
+        """Migrate a server off ``source`` through the scheduler.
+
+        As Nova's conductor does for a live or cold migration: the
+        server's allocations go to a migration consumer
+        (``replace_allocation_with_migration``:
+        ``SchedulerReportClient.move_allocations``), the request spec
+        ignores the source host (``LiveMigrationTask._find_destination``;
+        ``API.resize`` for a cold migration unless ``[DEFAULT]
+        allow_resize_to_same_host``), the scheduler claims for the server
+        on the destination, and the source's allocations (the migration
+        consumer's) are deleted when the move is done; on no valid host
+        they go back to the server (``revert_allocation_for_migration``).
+
+        The hosts themselves (mdevs, usage) are the caller's to change.
+        Returns (destination host, its allocations, None) or (None, None,
+        error).
+        """
+        ctx = self.ctx
+        migration_uuid = str(uuid.uuid4())
+        if not self.client.move_allocations(ctx, instance_uuid,
+                                            migration_uuid):
+            return None, None, ('Placement refused to move the allocations '
+                                'of %s to its migration' % instance_uuid)
         spec = nova_env.request_spec(ctx, flavor, instance_uuid)
+        if not (cold and self.scheduler.conf.allow_resize_to_same_host):
+            spec.ignore_hosts = [source.name]
+        state, alloc_req, _, error = self._schedule(spec, instance_uuid)
+        if error:
+            self.client.move_allocations(ctx, migration_uuid, instance_uuid)
+            return None, None, error
+        self.client.delete_allocation_for_instance(
+            ctx, migration_uuid, consumer_type='migration', force=True)
+        self.changed(source.name)
+        self.changed(state.host)
+        return self.hosts[state.host], alloc_req['allocations'], None
+
+    def _schedule(self, spec, instance_uuid: str):
+        """``SchedulerManager._schedule`` for one server.
+
+        Returns (HostState, allocation request, ordered hosts, None), or
+        (None, None, None, error).
+        """
+        ctx = self.ctx
         nova_env.prefilter(ctx, spec)
         resources = nova_env.resource_request(ctx, spec)
         answer = self.client.get_allocation_candidates(ctx, resources)
         alloc_reqs, summaries, version = answer or (None, None, None)
         self.missing_state = []
         if not alloc_reqs:
-            server.error = ('No valid host: Placement has no allocation '
-                            'candidate for %s' % _describe(resources))
-            return None, None
+            return None, None, None, (
+                'No valid host: Placement has no allocation candidate for '
+                '%s' % _describe(resources))
         by_root: dict[str, list] = {}
         roots = self._roots()
         for ar in alloc_reqs:
@@ -91,10 +147,17 @@ class Scheduling:
                 record = self.cache.host_record(host.name)
                 if record is None or record.received_at < oldest:
                     self.missing_state.append(host.name)
+        if spec.obj_attr_is_set('ignore_hosts') and spec.ignore_hosts:
+            offered = len(states)
+            states = strip_ignore_hosts(states, spec.ignore_hosts)
+            if offered and not states:
+                return None, None, None, (
+                    'No valid host: Placement offered no host but %s'
+                    % ', '.join(spec.ignore_hosts))
         ordered = self.scheduler.select(states, spec)
         if not ordered:
-            server.error = 'No valid host: %s' % self.scheduler.rejection()
-            return None, None
+            return None, None, None, ('No valid host: %s'
+                                      % self.scheduler.rejection())
         for state in ordered:
             if not state.allocation_candidates:
                 continue
@@ -103,19 +166,14 @@ class Scheduling:
                               alloc_req, version):
                 break
         else:
-            server.error = ('No valid host: the claim in Placement failed '
-                            'on every host that passed the filters')
-            return None, None
+            return None, None, None, (
+                'No valid host: the claim in Placement failed on every '
+                'host that passed the filters')
         # as _schedule does before consume_from_request
         for group in spec.requested_resources:
             group.provider_uuids = alloc_req['mappings'][group.requester_id]
         state.consume_from_request(spec)
-        host = self.hosts[state.host]
-        self._explain(server, state, ordered, host)
-        server.gpus = host.consume(flavor, alloc_req['allocations'],
-                                   instance_uuid)
-        self.changed(host.name)
-        return host, instance_uuid
+        return state, alloc_req, ordered, None
 
     def _explain(self, server, state, ordered, host) -> None:
         sched = self.scheduler
@@ -142,6 +200,16 @@ class Scheduling:
         self.client.delete_allocation_for_instance(
             self.ctx, instance_uuid, force=True)
         self.changed(host_name)
+
+
+def strip_ignore_hosts(states: list, ignore: list[str]) -> list:
+    """The hosts a request spec does not ignore.
+
+    As ``HostManager.get_filtered_hosts`` strips ``ignore_hosts`` (host
+    names compared case-insensitively) before any filter runs.
+    """
+    names = {name.lower() for name in ignore}
+    return [s for s in states if s.host.lower() not in names]
 
 
 def _describe(resources) -> str:

@@ -3,11 +3,15 @@
 ``boots:`` lists what happens in order, one step after another (each
 step takes ``step_seconds`` of simulated time):
 
-* a boot ``{flavor, count, name, lifetime}``: ``count`` servers, deleted
-  again ``lifetime`` steps after they were booted when given;
-* an event ``{event: {host, gpu, health, reasons, metrics}}`` changes what
-  the GPU reports; ``{event: {host, agent: down|up}}`` stops or restarts
-  the host's agent (its state then ages out after ``state_ttl``);
+* a boot ``{flavor, count, name, lifetime, metadata}``: ``count`` servers,
+  deleted again ``lifetime`` steps after they were booted when given,
+  with Nova server ``metadata`` (remediation's opt-out);
+* an event ``{event: {host, gpu, health, reasons, metrics, xids}}``
+  changes what the GPU reports: ``health`` as given, ``metrics`` and
+  ``xids`` (NVIDIA XID events) through the agent's health judge
+  (:mod:`gpu_nova_ext.simulate.agent_health`);
+  ``{event: {host, agent: down|up}}`` stops or restarts the host's agent
+  (its state then ages out after ``state_ttl``);
 * a delete ``{delete: NAME_OR_PREFIX}`` deletes the server of that name,
   or every server whose name starts with it.
 
@@ -20,15 +24,19 @@ from typing import Any
 
 from gpu_nova_ext.inventory import simulated
 from gpu_nova_ext.simulate import checks
+from gpu_nova_ext.simulate import remediation_spec
 
-BOOT_KEYS = ('flavor', 'count', 'name', 'lifetime')
-EVENT_KEYS = ('host', 'gpu', 'health', 'reasons', 'metrics', 'agent')
+BOOT_KEYS = ('flavor', 'count', 'name', 'lifetime', 'metadata')
+EVENT_KEYS = ('host', 'gpu', 'health', 'reasons', 'metrics', 'xids',
+              'agent')
 WORKLOAD_KEYS = ('flavors', 'seed', 'lifetime', 'until', 'max_servers')
 AGENT_STATES = ('down', 'up')
 UNTIL_FIRST_FAILURE = 'first_failure'
 MAX_COUNT = 100000
 MAX_LIFETIME = 10 ** 7
 DEFAULT_MAX_SERVERS = 100000
+#: NVIDIA XID codes are small positive integers
+MAX_XID = 100000
 
 
 @dataclasses.dataclass
@@ -38,6 +46,8 @@ class Boot:
     name: str | None = None       # server name prefix; the flavor's if None
     index: int = 0                # position in ``boots:``
     lifetime: int | None = None   # steps until the server is deleted
+    #: Nova server metadata (``gpu_nova_ext:remediation: never``)
+    metadata: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -49,6 +59,7 @@ class Event:
     metrics: dict[str, float] = dataclasses.field(default_factory=dict)
     index: int = 0
     agent: str | None = None      # down | up
+    xids: list[int] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
@@ -94,10 +105,15 @@ def parse_step(check: checks.Checker, item: Any, index: int,
     if 'lifetime' in item:
         lifetime = check.integer(item['lifetime'], entry + '.lifetime', 1,
                                  MAX_LIFETIME)
+    metadata = {}
+    if 'metadata' in item:
+        metadata = remediation_spec.parse_metadata(
+            check, item['metadata'], entry + '.metadata')
     return Boot(flavor=flavor,
                 count=check.integer(item.get('count', 1), entry + '.count',
                                     1, MAX_COUNT),
-                name=name, index=index, lifetime=lifetime)
+                name=name, index=index, lifetime=lifetime,
+                metadata=metadata)
 
 
 def _flavor_name(check, value, entry, scenario) -> str:
@@ -137,10 +153,10 @@ def _event(check: checks.Checker, item: Any, entry: str, index: int,
                          % (host_name, gpu, ', '.join(
                              f.address for f in host.pci_functions
                              if f.is_gpu)))
-    if 'health' not in item and 'metrics' not in item:
-        raise check.fail(entry, 'an event changes "health" and/or '
-                         '"metrics" of a GPU, or "agent" of a host; give at '
-                         'least one')
+    if not {'health', 'metrics', 'xids'} & set(item):
+        raise check.fail(entry, 'an event changes "health", "metrics" '
+                         'and/or "xids" of a GPU, or "agent" of a host; give '
+                         'at least one')
     event.gpu = gpu
     if 'health' in item:
         event.health = check.choice(item['health'], simulated.HEALTH_STATES,
@@ -151,6 +167,11 @@ def _event(check: checks.Checker, item: Any, entry: str, index: int,
     event.metrics = {str(k): check.number(v, '%s.metrics.%s' % (entry, k),
                                           minimum=-273.0)
                      for k, v in metrics.items()}
+    xids = item.get('xids') or []
+    if not isinstance(xids, list):
+        xids = [xids]
+    event.xids = [check.integer(x, '%s.xids[%d]' % (entry, i), 1, MAX_XID)
+                  for i, x in enumerate(xids)]
     return event
 
 

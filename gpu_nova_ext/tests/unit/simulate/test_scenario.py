@@ -80,7 +80,7 @@ class TestScenarioLoad(testtools.TestCase):
         self.assertEqual(1, event.index)
 
     def test_shipped_scenarios_load(self):
-        for name in ('default.yaml', 'example.yaml'):
+        for name in ('default.yaml', 'example.yaml', 'remediation.yaml'):
             s = scn.load(os.path.join(scn.SCENARIO_DIR, name))
             self.assertTrue(s.hosts)
         self.assertEqual(scn.DEFAULT_SCENARIO, scn.load(None).path)
