@@ -10,6 +10,8 @@ from gpu_nova_ext.operator import flavor
 
 #: the first compute microversion at which nova-api validates extra specs
 EXTRA_SPECS_MICROVERSION = '2.86'
+#: Placement's GET /resource_classes
+PLACEMENT_MICROVERSION = '1.2'
 
 
 def register(subparsers) -> None:
@@ -124,6 +126,40 @@ def connect(cloud: str | None):
     return conn
 
 
+def check_resource_class(conn, plan: flavor.FlavorPlan) -> None:
+    """Refuse a flavor asking a custom class no host offers (never lands).
+
+    ``--model A100`` with the per-model vGPU class asks
+    ``CUSTOM_VGPU_A100``, while hosts offer ``CUSTOM_VGPU_A100_80GB_PCIE``.
+    """
+    from openstack import exceptions as os_exc
+
+    from gpu_nova_ext.operator import quota
+    rc = plan.quota_class
+    if not (rc or '').startswith('CUSTOM_') or (
+            'resources:%s' % rc not in plan.extra_specs):
+        return
+    try:
+        # plain REST: openstacksdk's Placement proxy needs version discovery
+        resp = conn.placement.get('/resource_classes',
+                                  microversion=PLACEMENT_MICROVERSION)
+        os_exc.raise_from_response(resp)
+        names = [c['name'] for c in resp.json()['resource_classes']]
+    except os_exc.SDKException as exc:
+        print('warning: could not check that Placement knows %s: %s'
+              % (rc, exc), file=sys.stderr)
+        return
+    if rc in names:
+        return
+    known = sorted(c.label for c in quota.gpu_classes(names))
+    raise exception.GpuNovaExtException(
+        'No host offers resource class %s, so flavor %r would land nowhere. '
+        'GPU classes in Placement: %s. Give the full model (gpu-nova-ext '
+        'audit), configure the hosts first (gpu-nova-ext nova-conf), or use '
+        "--vgpu-class vgpu for hosts that keep Nova's VGPU."
+        % (rc, plan.name, ', '.join(known) or 'none'))
+
+
 def create(conn, plan: flavor.FlavorPlan):
     """Create the flavor and set its extra specs; undo on failure."""
     from openstack import exceptions as os_exc
@@ -132,6 +168,7 @@ def create(conn, plan: flavor.FlavorPlan):
             'A flavor named %r exists already. Choose another NAME or '
             'delete it first (openstack flavor delete %s).'
             % (plan.name, plan.name))
+    check_resource_class(conn, plan)
     try:
         fields = dict(name=plan.name, vcpus=plan.vcpus, ram=plan.ram,
                       disk=plan.disk, is_public=plan.is_public)
