@@ -53,7 +53,6 @@ def register(subparsers) -> None:
                          help='Only this way of offering the model.')
         if name == 'set':
             sub.add_argument('--limit', required=True, metavar='N',
-                             type=quota.parse_limit,
                              help='GPUs (vGPUs) of the model; -1 for '
                                   'unlimited.')
         sub.add_argument('--endpoint-id', metavar='ID',
@@ -224,6 +223,8 @@ ACTIONS = {'set': do_set, 'unset': do_unset, 'show': do_show}
 
 def run(args: argparse.Namespace, conf: cfg.ConfigOpts,
         conn_factory=None, placement_factory=None) -> int:
+    if args.quota_action == 'set':
+        args.limit = quota.parse_limit(args.limit)
     conn, placement = ops_common.connections(args, conf, conn_factory,
                                              placement_factory)
     classes = _classes(placement, args)
