@@ -35,6 +35,7 @@ import json
 
 from gpu_nova_ext.inventory import base
 from gpu_nova_ext import naming
+from gpu_nova_ext.operator import resource_classes
 from gpu_nova_ext.placement import translation
 
 #: Nova 34's default ``[filter_scheduler] enabled_filters``.
@@ -52,10 +53,13 @@ WEIGHT_CLASSES = (
     'nova.scheduler.weights.all_weighers',
     'gpu_nova_ext.scheduler.weighers.all_weighers')
 
-VGPU_RC_PREFIX = 'CUSTOM_GPU_VGPU_'
-MDEV_RC_PREFIX = 'CUSTOM_VGPU_'
-#: ``[mdev_<type>] mdev_class``: one class per GPU model, or Nova's VGPU
-VGPU_CLASSES = ('model', 'vgpu')
+# the resource class names live in resource_classes (quota reads them too)
+VGPU_RC_PREFIX = resource_classes.VGPU_RC_PREFIX
+MDEV_RC_PREFIX = resource_classes.MDEV_RC_PREFIX
+VGPU_CLASSES = resource_classes.VGPU_CLASSES
+pci_resource_class = resource_classes.pci_resource_class
+vgpu_resource_class = resource_classes.vgpu_resource_class
+mdev_resource_class = resource_classes.mdev_resource_class
 
 
 def _slug(text: str) -> str:
@@ -73,33 +77,6 @@ def alias_name(model: str) -> str:
 def vgpu_alias_name(vgpu_type: str) -> str:
     """Alias of a vendor-VFIO vGPU type: ``vgpu-a100d-10c``."""
     return 'vgpu-' + _slug(vgpu_type)
-
-
-def pci_resource_class(model: str) -> str:
-    """Resource class of a passthrough GPU: ``CUSTOM_GPU_A100_80GB_PCIE``.
-
-    The same class the agent's ``inventory`` mode uses for its own
-    providers, so flavors do not depend on which of the two counts a GPU.
-    """
-    return naming.model_resource_class(model)
-
-
-def vgpu_resource_class(vgpu_type: str) -> str:
-    """Resource class of vendor-VFIO vGPU VFs: ``CUSTOM_GPU_VGPU_L40S_12Q``."""
-    return VGPU_RC_PREFIX + naming.normalize_model(vgpu_type)
-
-
-def mdev_resource_class(model: str) -> str:
-    """``mdev_class`` of a model's vGPUs: ``CUSTOM_VGPU_A100_80GB_PCIE``.
-
-    Per model, not per type: a project's quota counts vGPUs of a model
-    whatever their size, and flavors of several types of one model share
-    the class (``gpu:vgpu_type`` picks the type).
-    """
-    model = naming.normalize_model(model)
-    if not model:
-        raise ValueError('no GPU model to name a vGPU resource class')
-    return MDEV_RC_PREFIX + model
 
 
 def effective_mode(gpu: base.Gpu) -> str:

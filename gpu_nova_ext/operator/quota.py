@@ -24,7 +24,7 @@ import dataclasses
 
 from gpu_nova_ext import exception
 from gpu_nova_ext import naming
-from gpu_nova_ext.operator import nova_conf
+from gpu_nova_ext.operator import resource_classes
 
 #: Keystone's bounds of a limit; -1 means unlimited
 UNLIMITED = -1
@@ -56,8 +56,8 @@ class GpuClass:
 
 def classify(resource_class: str) -> GpuClass | None:
     """A Placement resource class -> GpuClass; None when not a GPU's."""
-    for prefix, kind in ((nova_conf.VGPU_RC_PREFIX, VGPU_VFIO),
-                         (nova_conf.MDEV_RC_PREFIX, VGPU),
+    for prefix, kind in ((resource_classes.VGPU_RC_PREFIX, VGPU_VFIO),
+                         (resource_classes.MDEV_RC_PREFIX, VGPU),
                          (naming.TRAIT_PREFIX, PASSTHROUGH)):
         if resource_class.startswith(prefix):
             model = resource_class[len(prefix):]

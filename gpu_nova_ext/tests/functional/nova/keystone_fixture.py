@@ -132,6 +132,19 @@ class UnifiedLimits(fixtures.Fixture):
         return openstack.connection.Connection(
             session=admin_session(self.url), region_name=None)
 
+    def member_connection(self, project) -> openstack.connection.Connection:
+        """openstacksdk for a new user with the member role on ``project``."""
+        ident = self.conn.identity
+        password = uuid.uuid4().hex
+        user = ident.create_user(name='u-%s' % uuid.uuid4().hex[:8],
+                                 domain_id='default', password=password)
+        role = ident.find_role('member')
+        ident.assign_project_role_to_user(project, user, role)
+        return openstack.connection.Connection(session=ks_session.Session(
+            auth=v3.Password(auth_url=self.url, username=user.name,
+                             user_domain_id='default', password=password,
+                             project_id=project.id)))
+
     def project(self, name: str | None = None):
         """A new Keystone project (its id is what Nova sees)."""
         return self.conn.identity.create_project(

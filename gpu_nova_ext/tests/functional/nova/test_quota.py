@@ -7,10 +7,13 @@ reading that Keystone, Placement (usages), and the host's nova.conf from
 our generator (per-model resource classes).
 """
 import fixtures
+from keystoneauth1 import session as ks_session
+from keystoneauth1 import token_endpoint
 from nova import conf as nova_conf
 from nova.tests.fixtures import libvirt as fakelibvirt
 from nova.tests.functional.api import client as api_client
 from nova.tests.functional.libvirt import base as libvirt_base
+import openstack
 
 from gpu_nova_ext import exception
 from gpu_nova_ext.inventory import manager
@@ -184,6 +187,26 @@ class PassthroughQuotaTest(QuotaMixin, base.GpuSchedulerMixin,
         self.assertIn("No GPU resource class in Placement matches model "
                       "'H100'; known: A100_80GB_PCIE (passthrough), "
                       "L4 (passthrough).", str(exc))
+
+    def test_keystone_refusals_name_the_fix(self):
+        # a project member, not an admin with system scope: Keystone's 403
+        member = self.keystone.member_connection(self.project)
+        self.conn_factory = lambda cloud=None: member
+        exc = self.assertRaises(exception.GpuNovaExtException, self.quota,
+                                'set', '--project', self.project.id,
+                                '--model', 'L4', '--limit', '1')
+        self.assertIn('Keystone refused to', str(exc))
+        self.assertIn('authenticate with OS_SYSTEM_SCOPE=all', str(exc))
+        # an identity endpoint without unified limits (/v3/limits): 404
+        noauth = token_endpoint.Token(self.placement.fixture.endpoint,
+                                      'admin')
+        self.conn_factory = lambda cloud=None: openstack.connection.Connection(
+            session=ks_session.Session(auth=noauth),
+            identity_endpoint_override=self.placement.fixture.endpoint)
+        exc = self.assertRaises(exception.GpuNovaExtException, self.quota,
+                                'show')
+        self.assertIn('has no unified limits API (/v3/limits)', str(exc))
+        self.assertIn('nova.quota.UnifiedLimitsDriver', str(exc))
 
 
 class VgpuQuotaTest(QuotaMixin, base.GpuVGPUTestBase):
