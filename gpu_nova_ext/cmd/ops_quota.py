@@ -188,7 +188,7 @@ def do_show(args, store, placement, classes) -> int:
     else:
         ids = sorted({lim.project_id for lim in store.project_limits()
                       if lim.resource_name in names})
-        projects = [store.find_project(i) for i in ids]
+        projects = [_project_or_id(store, i) for i in ids]
     rows = []
     for project in projects:
         limits = {lim.resource_name: lim.resource_limit
@@ -216,6 +216,16 @@ def do_show(args, store, placement, classes) -> int:
              'unified_limits_resource_strategy = require refuses every '
              'server until one exists.')
     return 0
+
+
+def _project_or_id(store, project_id: str):
+    """The project of a limit; one Keystone no longer has, by its id."""
+    try:
+        return store.find_project(project_id)
+    except exception.InvalidArgument:
+        _say('warning: project %s has limits but is not in Keystone any '
+             'more; shown by id.' % project_id)
+        return argparse.Namespace(id=project_id, name=project_id)
 
 
 ACTIONS = {'set': do_set, 'unset': do_unset, 'show': do_show}
