@@ -47,7 +47,8 @@ class KeystoneServer:
         self.log = open(os.path.join(self.dir, 'keystone.log'), 'w')
         self.proc = subprocess.Popen(
             [sys.executable, '-m', keystone_server.__name__, self.dir],
-            stdout=subprocess.PIPE, stderr=self.log, text=True)
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
+            text=True)
         # Keystone's own output goes to the log; stdout says the port
         line = self.proc.stdout.readline()
         if not line.startswith('PORT '):

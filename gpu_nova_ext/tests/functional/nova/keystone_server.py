@@ -5,7 +5,8 @@ it writes ``DIR/keystone.conf`` (SQLite, Fernet keys under DIR), runs
 ``keystone-manage db_sync``, ``fernet_setup`` and ``bootstrap`` (user
 ``admin`` with the admin role on the system and on project ``admin``,
 region ``RegionOne``), then serves Keystone's own Flask application on
-127.0.0.1 and prints ``PORT <n>`` on stdout once it answers.
+127.0.0.1 and prints ``PORT <n>`` on stdout once it answers.  It exits
+when its standard input closes (the test process ended, however).
 
 Why a process of its own: Keystone and Nova both register options on
 oslo.config's global ``cfg.CONF`` and some collide (``[api]
@@ -15,6 +16,7 @@ import os
 import socketserver
 import subprocess
 import sys
+import threading
 from wsgiref import simple_server
 
 PASSWORD = 'keystone-secret'
@@ -45,7 +47,14 @@ def _unavailable(environ, start_response):
     return [b'']
 
 
+def _exit_with_parent() -> None:
+    """Stop when the test process goes: its end of our stdin closes."""
+    sys.stdin.read()
+    os._exit(0)
+
+
 def main(directory: str) -> None:
+    threading.Thread(target=_exit_with_parent, daemon=True).start()
     # Keystone parses sys.argv as its command line
     sys.argv = sys.argv[:1]
     conf = os.path.join(directory, 'keystone.conf')
