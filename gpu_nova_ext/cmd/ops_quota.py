@@ -102,6 +102,9 @@ def do_set(args, store, placement, classes) -> int:
                     old.default_limit if old else None),
                 quota.limit_text(args.limit)))
         _several(classes, args.limit)
+        _say('note: every project without a limit of its own has this one '
+             'now; usage is not checked against it here (quota show '
+             '--project P shows one project\'s usage and overage).')
         return 0
     project = store.find_project(args.project)
     usage = _usage(placement, project.id)
