@@ -6,6 +6,7 @@ Nova's oslo.limit reads), usage in Placement (``GET /usages``).  See
 """
 import argparse
 import sys
+import urllib.parse
 
 from oslo_config import cfg
 
@@ -76,8 +77,8 @@ def _classes(placement, args) -> list[quota.GpuClass]:
 
 
 def _usage(placement, project_id: str) -> dict[str, int]:
-    return placement.get('/usages?project_id=%s' % project_id,
-                         version=USAGES_VERSION)['usages']
+    path = '/usages?project_id=%s' % urllib.parse.quote(project_id, safe='')
+    return placement.get(path, version=USAGES_VERSION)['usages']
 
 
 def _say(line: str) -> None:
