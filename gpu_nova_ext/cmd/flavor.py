@@ -10,6 +10,8 @@ from gpu_nova_ext.operator import flavor
 
 #: the first compute microversion at which nova-api validates extra specs
 EXTRA_SPECS_MICROVERSION = '2.86'
+#: Placement's GET /resource_classes
+PLACEMENT_MICROVERSION = '1.2'
 
 
 def register(subparsers) -> None:
@@ -22,7 +24,8 @@ def register(subparsers) -> None:
         help='Create a GPU flavor.',
         description=(
             "Create a Nova flavor that asks for GPUs: Nova's own keys "
-            "(resources:VGPU or pci_passthrough:alias, trait:...=required) "
+            "(resources:CUSTOM_VGPU_<MODEL> or pci_passthrough:alias, "
+            "trait:...=required) "
             "and gpu-nova-ext's gpu: keys.  Credentials come from "
             "clouds.yaml (--os-cloud / OS_CLOUD) or OS_* variables, as for "
             "every OpenStack client; the flavor needs an admin."))
@@ -43,6 +46,11 @@ def register(subparsers) -> None:
         '--vgpu-backend', choices=flavor.VGPU_BACKENDS, default='mdev',
         help='mdev (default; libvirt mediated devices, MIG-backed too) or '
              'vfio (NVIDIA vendor-specific VFIO vGPU on SR-IOV VFs).')
+    create.add_argument(
+        '--vgpu-class', choices=flavor.VGPU_CLASSES, default='model',
+        help='mdev vGPU: ask resources:CUSTOM_VGPU_<MODEL> (default; hosts '
+             'configured by nova-conf, --model must be the full model) or '
+             "resources:VGPU (hosts that keep Nova's default class).")
     create.add_argument('--memory-min', metavar='SIZE',
                         help='Minimum GPU (or vGPU framebuffer) memory, e.g. '
                              '16GB or 10240.')
@@ -86,7 +94,8 @@ def plan_from_args(args: argparse.Namespace) -> flavor.FlavorPlan:
         vgpu_type=args.vgpu_type, vgpu_backend=args.vgpu_backend,
         memory_min=args.memory_min, vendor=args.vendor, mig=args.mig,
         exact_model=args.exact_model, alias=args.alias,
-        pci_accounting=args.pci_accounting, cuda_cc_min=args.cuda_cc_min,
+        pci_accounting=args.pci_accounting, vgpu_class=args.vgpu_class,
+        cuda_cc_min=args.cuda_cc_min,
         driver_min=args.driver_min, health=args.health,
         intra_host_policy=args.intra_host_policy)
     for what in ('vcpus', 'ram', 'disk'):
@@ -97,7 +106,7 @@ def plan_from_args(args: argparse.Namespace) -> flavor.FlavorPlan:
     return flavor.FlavorPlan(
         name=args.name, vcpus=args.vcpus, ram=args.ram, disk=args.disk,
         is_public=not args.private, extra_specs=flavor.extra_specs(req),
-        description=args.description)
+        description=args.description, quota_class=flavor.quota_class(req))
 
 
 def connect(cloud: str | None):
@@ -117,6 +126,40 @@ def connect(cloud: str | None):
     return conn
 
 
+def check_resource_class(conn, plan: flavor.FlavorPlan) -> None:
+    """Refuse a flavor asking a custom class no host offers (never lands).
+
+    ``--model A100`` with the per-model vGPU class asks
+    ``CUSTOM_VGPU_A100``, while hosts offer ``CUSTOM_VGPU_A100_80GB_PCIE``.
+    """
+    from openstack import exceptions as os_exc
+
+    from gpu_nova_ext.operator import quota
+    rc = plan.quota_class
+    if not (rc or '').startswith('CUSTOM_') or (
+            'resources:%s' % rc not in plan.extra_specs):
+        return
+    try:
+        # plain REST: openstacksdk's Placement proxy needs version discovery
+        resp = conn.placement.get('/resource_classes',
+                                  microversion=PLACEMENT_MICROVERSION)
+        os_exc.raise_from_response(resp)
+        names = [c['name'] for c in resp.json()['resource_classes']]
+    except os_exc.SDKException as exc:
+        print('warning: could not check that Placement knows %s: %s'
+              % (rc, exc), file=sys.stderr)
+        return
+    if rc in names:
+        return
+    known = sorted(c.label for c in quota.gpu_classes(names))
+    raise exception.GpuNovaExtException(
+        'No host offers resource class %s, so flavor %r would land nowhere. '
+        'GPU classes in Placement: %s. Give the full model (gpu-nova-ext '
+        'audit), configure the hosts first (gpu-nova-ext nova-conf), or use '
+        "--vgpu-class vgpu for hosts that keep Nova's VGPU."
+        % (rc, plan.name, ', '.join(known) or 'none'))
+
+
 def create(conn, plan: flavor.FlavorPlan):
     """Create the flavor and set its extra specs; undo on failure."""
     from openstack import exceptions as os_exc
@@ -125,6 +168,7 @@ def create(conn, plan: flavor.FlavorPlan):
             'A flavor named %r exists already. Choose another NAME or '
             'delete it first (openstack flavor delete %s).'
             % (plan.name, plan.name))
+    check_resource_class(conn, plan)
     try:
         fields = dict(name=plan.name, vcpus=plan.vcpus, ram=plan.ram,
                       disk=plan.disk, is_public=plan.is_public)
@@ -161,9 +205,12 @@ def run(args: argparse.Namespace, conf: cfg.ConfigOpts,
         width = max(len(k) for k in plan.extra_specs)
         for key, value in plan.extra_specs.items():
             print('  %-*s = %s' % (width, key, value))
+        print('Quota: each server counts %s against class:%s.' % (
+            args.count, plan.quota_class))
         print('\nSame as:\n%s' % plan.openstack_cli())
         return 0
     made = create(conn_factory(args.os_cloud), plan)
-    print('Created flavor %s (%s) with %d extra specs.' % (
-        plan.name, made.id, len(plan.extra_specs)), file=sys.stderr)
+    print('Created flavor %s (%s) with %d extra specs; quota counts its '
+          'GPUs as class:%s.' % (plan.name, made.id, len(plan.extra_specs),
+                                 plan.quota_class), file=sys.stderr)
     return 0

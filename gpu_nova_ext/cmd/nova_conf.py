@@ -47,6 +47,12 @@ def register(subparsers) -> None:
              "type's maximum over its GPUs (a hard cap; regenerate after "
              'adding GPUs).')
     parser.add_argument(
+        '--vgpu-class', choices=nova_conf.VGPU_CLASSES, default='model',
+        help='[mdev_<type>] mdev_class: model (default) gives each GPU '
+             "model's vGPUs their own class CUSTOM_VGPU_<MODEL> (quota per "
+             "model; flavors ask resources:CUSTOM_VGPU_<MODEL>); vgpu keeps "
+             "Nova's VGPU (flavors asking resources:VGPU keep working).")
+    parser.add_argument(
         '--numa-policy', choices=NUMA_POLICIES,
         help='numa_policy of the generated [pci] alias entries.')
     parser.set_defaults(func=run)
@@ -59,7 +65,8 @@ def options_from_args(args: argparse.Namespace
         pci_in_placement=args.pci_in_placement,
         scheduler=args.scheduler,
         numa_policy=args.numa_policy,
-        max_instances=args.max_instances)
+        max_instances=args.max_instances,
+        vgpu_class=args.vgpu_class)
 
 
 def write_file(path: str, text: str) -> None:

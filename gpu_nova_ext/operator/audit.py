@@ -21,11 +21,14 @@ import re
 from typing import Any
 
 from gpu_nova_ext import naming
+from gpu_nova_ext.operator import resource_classes
 
 GPU_RESOURCE_CLASSES = ('VGPU', 'PGPU')
 # Nova's default PCI-in-Placement classes of NVIDIA and AMD devices
 PCI_GPU_CLASS_PREFIXES = ('CUSTOM_PCI_10DE_', 'CUSTOM_PCI_1002_')
 VGPU_CLASS_PREFIX = 'CUSTOM_GPU_VGPU_'
+# mdev vGPUs in a per-model class ([mdev_<type>] mdev_class, nova-conf)
+MDEV_CLASS_PREFIX = resource_classes.MDEV_RC_PREFIX
 _MODEL_TRAIT = 'CUSTOM_GPU_MODEL_'
 _DRIVER_TRAIT = 'CUSTOM_GPU_DRIVER_'
 _VENDOR_TRAIT = 'CUSTOM_GPU_VENDOR_'
@@ -147,7 +150,8 @@ def collect(client) -> list[ProviderView]:
 def _gpu_classes(view: ProviderView) -> list[str]:
     return [rc for rc in view.inventories
             if rc in GPU_RESOURCE_CLASSES
-            or rc.startswith((naming.TRAIT_PREFIX,) + PCI_GPU_CLASS_PREFIXES)]
+            or rc.startswith((naming.TRAIT_PREFIX, MDEV_CLASS_PREFIX)
+                             + PCI_GPU_CLASS_PREFIXES)]
 
 
 def _is_gpu_provider(view: ProviderView) -> bool:
@@ -182,7 +186,8 @@ def _mode_of(views: list[ProviderView]) -> str:
         if 'CUSTOM_GPU_MODE_PASSTHROUGH' in view.traits:
             return 'passthrough'
         for rc in _gpu_classes(view):
-            if rc == 'VGPU' or rc.startswith(VGPU_CLASS_PREFIX):
+            if rc == 'VGPU' or rc.startswith((VGPU_CLASS_PREFIX,
+                                              MDEV_CLASS_PREFIX)):
                 return 'vgpu'
     return 'passthrough'
 
@@ -197,6 +202,8 @@ def _model_of(views: list[ProviderView]) -> str | None:
             if (rc.startswith(naming.TRAIT_PREFIX)
                     and not rc.startswith(VGPU_CLASS_PREFIX)):
                 return rc[len(naming.TRAIT_PREFIX):]
+            if rc.startswith(MDEV_CLASS_PREFIX):
+                return rc[len(MDEV_CLASS_PREFIX):]
             if rc.startswith(PCI_GPU_CLASS_PREFIXES):
                 return rc[len('CUSTOM_'):]
     return None

@@ -5,7 +5,10 @@ count, mode, vGPU type, ...) into the extra specs Nova and gpu-nova-ext's
 filters read.  The resource request is Nova's own:
 
 * mdev vGPU (``vgpu``, ``mdev`` backend, MIG-backed types too):
-  ``resources:VGPU=<count>``;
+  ``resources:CUSTOM_VGPU_<MODEL>=<count>``, the per-model class
+  ``gpu-nova-ext nova-conf`` gives the type (``[mdev_<type>] mdev_class``),
+  or ``resources:VGPU=<count>`` with ``vgpu_class='vgpu'`` for hosts that
+  keep Nova's default class;
 * vendor-specific VFIO vGPU (``vgpu``, ``vfio`` backend):
   ``pci_passthrough:alias=vgpu-<type>:<count>`` (the alias that
   ``gpu-nova-ext nova-conf`` writes for the type);
@@ -16,6 +19,9 @@ filters read.  The resource request is Nova's own:
 Required traits (``trait:CUSTOM_GPU_...=required``) let Placement prune
 hosts before the scheduler runs; the ``gpu:`` keys refine the choice in
 the scheduler (design doc: Flavor extra specs).
+
+Every GPU flavor thus draws one per-model (or, vendor VFIO, per-type)
+resource class, which is what unified limits count (:func:`quota_class`).
 """
 import dataclasses
 import re
@@ -27,6 +33,7 @@ from gpu_nova_ext.operator import nova_conf
 MODES = ('vgpu', 'passthrough')
 VGPU_BACKENDS = ('mdev', 'vfio')
 PCI_ACCOUNTING = ('placement', 'inventory')
+VGPU_CLASSES = nova_conf.VGPU_CLASSES
 HEALTH = ('healthy', 'degraded_ok', 'any')
 POLICIES = ('pack', 'spread', 'coolest', 'least_loaded')
 
@@ -61,6 +68,7 @@ class GpuFlavorRequest:
     exact_model: bool = False
     alias: str | None = None
     pci_accounting: str = 'placement'
+    vgpu_class: str = 'model'
     cuda_cc_min: str | None = None
     driver_min: str | None = None
     health: str | None = None
@@ -84,6 +92,9 @@ def _validate(req: GpuFlavorRequest) -> str:
     if req.vgpu_backend not in VGPU_BACKENDS:
         raise _bad('--vgpu-backend', req.vgpu_backend,
                    'use one of %s' % ', '.join(VGPU_BACKENDS))
+    if req.vgpu_class not in VGPU_CLASSES:
+        raise _bad('--vgpu-class', req.vgpu_class,
+                   'use one of %s' % ', '.join(VGPU_CLASSES))
     if req.pci_accounting not in PCI_ACCOUNTING:
         raise _bad('--pci-accounting', req.pci_accounting,
                    'use one of %s' % ', '.join(PCI_ACCOUNTING))
@@ -128,7 +139,7 @@ def extra_specs(req: GpuFlavorRequest) -> dict[str, str]:
         alias = req.alias or nova_conf.vgpu_alias_name(req.vgpu_type)
         specs['pci_passthrough:alias'] = '%s:%d' % (alias, req.count)
     else:
-        specs['resources:VGPU'] = str(req.count)
+        specs['resources:%s' % quota_class(req)] = str(req.count)
     if req.exact_model:
         specs['trait:%s' % naming.model_trait(model)] = 'required'
     if req.mig:
@@ -153,6 +164,24 @@ def extra_specs(req: GpuFlavorRequest) -> dict[str, str]:
     return specs
 
 
+def quota_class(req: GpuFlavorRequest) -> str:
+    """The resource class the flavor's GPUs are counted in (quota).
+
+    Passthrough: the alias's ``resource_class`` (Nova merges PCI request
+    groups into its quota deltas) or the agent's inventory, both
+    ``CUSTOM_GPU_<MODEL>``; vendor VFIO vGPU: ``CUSTOM_GPU_VGPU_<TYPE>``;
+    mdev vGPU: ``CUSTOM_VGPU_<MODEL>``, or ``VGPU`` (not per model).
+    """
+    model = _validate(req)
+    if req.mode == 'passthrough':
+        return naming.model_resource_class(model)
+    if req.vgpu_backend == 'vfio':
+        return nova_conf.vgpu_resource_class(req.vgpu_type)
+    if req.vgpu_class == 'vgpu':
+        return 'VGPU'
+    return nova_conf.mdev_resource_class(model)
+
+
 @dataclasses.dataclass
 class FlavorPlan:
     """A flavor to create: Nova's flavor fields and its extra specs."""
@@ -164,6 +193,8 @@ class FlavorPlan:
     is_public: bool
     extra_specs: dict[str, str]
     description: str | None = None
+    #: the resource class unified limits count its GPUs in
+    quota_class: str | None = None
 
     def openstack_cli(self) -> str:
         """The same flavor as an ``openstack flavor create`` command."""

@@ -33,12 +33,14 @@ class GpuConsumer:
 
 def is_gpu_class(rc: str) -> bool:
     return (rc in audit.GPU_RESOURCE_CLASSES or rc.startswith(
-        ('CUSTOM_GPU_',) + audit.PCI_GPU_CLASS_PREFIXES))
+        ('CUSTOM_GPU_', audit.MDEV_CLASS_PREFIX)
+        + audit.PCI_GPU_CLASS_PREFIXES))
 
 
 def kind_of(resources: dict) -> str:
-    """``vgpu`` for VGPU (or ``CUSTOM_GPU_VGPU_*``), else ``passthrough``."""
-    if any(rc == 'VGPU' or rc.startswith(audit.VGPU_CLASS_PREFIX)
+    """``vgpu`` for VGPU and the custom vGPU classes, else passthrough."""
+    if any(rc == 'VGPU' or rc.startswith((audit.VGPU_CLASS_PREFIX,
+                                          audit.MDEV_CLASS_PREFIX))
            for rc in resources):
         return policy.KIND_VGPU
     return policy.KIND_PASSTHROUGH

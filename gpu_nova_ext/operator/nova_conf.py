@@ -17,8 +17,10 @@ GPU, how Nova offers it and writes the options Nova needs for that:
   ``live_migratable=yes``; one alias per vGPU type (``vgpu-<type>``).
 * ``vgpu`` and ``mig-vgpu`` (mdev): ``[devices] enabled_mdev_types`` and an
   ``[mdev_<type>]`` section with ``device_addresses`` (the GPU, or its VFs
-  where the type lives on VFs) and, on request, ``max_instances``.  The
-  agent writes the traits of these providers itself.
+  where the type lives on VFs), ``mdev_class`` ``CUSTOM_VGPU_<MODEL>`` (per
+  model, so quota can count each model; ``vgpu_class='vgpu'`` keeps
+  Nova's ``VGPU``) and, on request, ``max_instances``.  The agent writes
+  the traits of these providers itself.
 * The scheduler side: ``[filter_scheduler]`` ``available_filters``,
   ``enabled_filters`` (Nova's defaults, ``PciPassthroughFilter`` and ours),
   ``weight_classes`` and ``pci_in_placement``, plus ``[pci]
@@ -33,6 +35,7 @@ import json
 
 from gpu_nova_ext.inventory import base
 from gpu_nova_ext import naming
+from gpu_nova_ext.operator import resource_classes
 from gpu_nova_ext.placement import translation
 
 #: Nova 34's default ``[filter_scheduler] enabled_filters``.
@@ -50,7 +53,13 @@ WEIGHT_CLASSES = (
     'nova.scheduler.weights.all_weighers',
     'gpu_nova_ext.scheduler.weighers.all_weighers')
 
-VGPU_RC_PREFIX = 'CUSTOM_GPU_VGPU_'
+# the resource class names live in resource_classes (quota reads them too)
+VGPU_RC_PREFIX = resource_classes.VGPU_RC_PREFIX
+MDEV_RC_PREFIX = resource_classes.MDEV_RC_PREFIX
+VGPU_CLASSES = resource_classes.VGPU_CLASSES
+pci_resource_class = resource_classes.pci_resource_class
+vgpu_resource_class = resource_classes.vgpu_resource_class
+mdev_resource_class = resource_classes.mdev_resource_class
 
 
 def _slug(text: str) -> str:
@@ -68,20 +77,6 @@ def alias_name(model: str) -> str:
 def vgpu_alias_name(vgpu_type: str) -> str:
     """Alias of a vendor-VFIO vGPU type: ``vgpu-a100d-10c``."""
     return 'vgpu-' + _slug(vgpu_type)
-
-
-def pci_resource_class(model: str) -> str:
-    """Resource class of a passthrough GPU: ``CUSTOM_GPU_A100_80GB_PCIE``.
-
-    The same class the agent's ``inventory`` mode uses for its own
-    providers, so flavors do not depend on which of the two counts a GPU.
-    """
-    return naming.model_resource_class(model)
-
-
-def vgpu_resource_class(vgpu_type: str) -> str:
-    """Resource class of vendor-VFIO vGPU VFs: ``CUSTOM_GPU_VGPU_L40S_12Q``."""
-    return VGPU_RC_PREFIX + naming.normalize_model(vgpu_type)
 
 
 def effective_mode(gpu: base.Gpu) -> str:
@@ -122,6 +117,9 @@ class GeneratorOptions:
     #: (a GPU added later; a driver whose counts do not drop as mdevs are
     #: created) makes nova-compute zero the inventory of whole GPUs.
     max_instances: bool = False
+    #: ``[mdev_<type>] mdev_class``: ``model`` (``CUSTOM_VGPU_<MODEL>``,
+    #: the default) or ``vgpu`` (Nova's ``VGPU``, no ``mdev_class``)
+    vgpu_class: str = 'model'
 
 
 @dataclasses.dataclass
@@ -293,7 +291,9 @@ def _mdev(gpu: base.Gpu, mdev_types: dict, opts: GeneratorOptions,
     chosen = _choose_type(gpu, gpu.mdev_types, opts, notes)
     if chosen is None:
         return
-    entry = mdev_types.setdefault(chosen.id, {'addresses': [], 'max': 0})
+    entry = mdev_types.setdefault(chosen.id, {'addresses': [], 'max': 0,
+                                              'models': set()})
+    entry['models'].add(naming.normalize_model(gpu.model or ''))
     for t in gpu.mdev_types:
         if t.id != chosen.id:
             continue
@@ -313,6 +313,21 @@ def _nvml_max(gpu: base.Gpu, t: base.MdevType) -> int | None:
         if nv.max and (nv.id == t.id or (t.name and nv.name
                                          and nv.name.endswith(t.name))):
             return nv.max
+    return None
+
+
+def _mdev_class(type_id: str, models: set[str], opts: GeneratorOptions,
+                notes: list[str]) -> str | None:
+    """The type's ``mdev_class``, or None (Nova's VGPU) with a note."""
+    if opts.vgpu_class == 'vgpu':
+        return None
+    if len(models) == 1 and '' not in models:
+        return mdev_resource_class(next(iter(models)))
+    notes.append('[mdev_%s] mdev_class left out (Nova\'s VGPU): %s; Nova '
+                 'gives one class per type. Flavors ask resources:VGPU for '
+                 'it.' % (type_id, 'a GPU of this type has no known model'
+                          if '' in models else 'GPUs of models %s offer it'
+                          % ', '.join(sorted(models))))
     return None
 
 
@@ -360,6 +375,10 @@ def generate(inventory: base.HostInventory,
             section = 'mdev_%s' % type_id
             drop.add(section, 'device_addresses',
                      ','.join(entry['addresses']))
+            mdev_class = _mdev_class(type_id, entry['models'], opts,
+                                     drop.notes)
+            if mdev_class:
+                drop.add(section, 'mdev_class', mdev_class)
             if opts.max_instances and entry['max']:
                 drop.add(section, 'max_instances', str(entry['max']))
             elif opts.max_instances:

@@ -5,7 +5,8 @@ One parser serves the filters, the weighers and nova-api's validators
 a value the API accepts is a value the scheduler understands.
 
 A request is a *GPU request* (design doc: Flavor extra specs) when it asks
-for VGPU, PGPU, VGPU_DISPLAY_HEAD or ``CUSTOM_GPU_*`` resources (or a PCI-
+for VGPU, PGPU, VGPU_DISPLAY_HEAD, ``CUSTOM_GPU_*`` or ``CUSTOM_VGPU_*``
+resources (or a PCI-
 in-Placement class of an NVIDIA/AMD device) in any request group, for a
 PCI alias whose spec is a GPU, or has any ``gpu:`` key. A request that
 asks for other custom resources or for a PCI alias of an ambiguous vendor
@@ -40,7 +41,9 @@ MODES = ('vgpu', 'passthrough')
 POLICIES = ('pack', 'spread', 'coolest', 'least_loaded')
 
 GPU_RESOURCE_CLASSES = frozenset(['VGPU', 'PGPU', 'VGPU_DISPLAY_HEAD'])
-GPU_RC_PREFIXES = ('CUSTOM_GPU_', 'CUSTOM_PCI_10DE_', 'CUSTOM_PCI_1002_')
+# CUSTOM_VGPU_<MODEL>: the per-model mdev_class nova-conf writes
+GPU_RC_PREFIXES = ('CUSTOM_GPU_', 'CUSTOM_VGPU_', 'CUSTOM_PCI_10DE_',
+                   'CUSTOM_PCI_1002_')
 # PCI vendors that make GPUs and little else a flavor would ask for
 GPU_VENDOR_IDS = frozenset(['10de', '1002'])
 # vendors that make GPUs among other devices: decided by the candidates

@@ -16,4 +16,5 @@ def harness_connection(testcase) -> openstack.connection.Connection:
             'X-Auth-Project-Id': testcase.api.project_id,
             'X-Roles': 'reader,member,admin'})
     return openstack.connection.Connection(
-        session=sess, compute_endpoint_override=testcase.api_fixture.base_url)
+        session=sess, compute_endpoint_override=testcase.api_fixture.base_url,
+        placement_endpoint_override=testcase.placement.fixture.endpoint)

@@ -45,6 +45,9 @@ class DocumentedPathTest(base.GpuVGPUTestBase):
             addresses = drop.values(group, 'device_addresses')[0]
             self.flags(device_addresses=addresses.split(','), group=group)
             opts = {'device_addresses': addresses}
+            for value in drop.values(group, 'mdev_class'):
+                self.flags(mdev_class=value, group=group)
+                opts['mdev_class'] = value
             for value in drop.values(group, 'max_instances'):
                 self.flags(max_instances=int(value), group=group)
                 opts['max_instances'] = value
@@ -101,7 +104,7 @@ class DocumentedPathTest(base.GpuVGPUTestBase):
         # 3. gpu-nova-ext flavor create (the type by id: fakelibvirt names
         # every type "M60-0B", and libvirt's name wins in the state)
         flavor = self._flavor_create(
-            ['vgpu.a100', '--model', 'A100', '--vgpu-type',
+            ['vgpu.a100', '--model', 'A100_80GB_PCIE', '--vgpu-type',
              fakelibvirt.NVIDIA_12_VGPU_TYPE,
              '--memory-min', '10GB', '--vcpus', '1', '--ram', '512',
              '--disk', '1'])

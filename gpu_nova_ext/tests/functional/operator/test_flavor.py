@@ -39,7 +39,8 @@ class FlavorCreateTest(integrated_helpers._IntegratedTestBase):
         rc = self._create(['vgpu.a100', '--model', 'A100', '--count', '1',
                            '--vgpu-type', 'A100D-10C', '--memory-min',
                            '10GB', '--vcpus', '8', '--ram', '32768',
-                           '--disk', '40', '--mig'])
+                           '--disk', '40', '--mig', '--vgpu-class',
+                           'vgpu'])
         self.assertEqual(0, rc)
         made = self._flavor('vgpu.a100')
         self.assertEqual((8, 32768, 40),
@@ -49,6 +50,28 @@ class FlavorCreateTest(integrated_helpers._IntegratedTestBase):
              'gpu:vgpu_type': 'A100D-10C', 'gpu:memory_min': '10GB',
              'trait:CUSTOM_GPU_MIG_ENABLED': 'required'},
             self.admin_api.get_extra_specs(made['id']))
+
+    def test_per_model_vgpu_class_must_exist(self):
+        # no host offers CUSTOM_VGPU_A100 (a prefix, not a model): refused
+        exc = self.assertRaises(exception.GpuNovaExtException, self._create,
+                                ['vgpu.a100', '--model', 'A100'])
+        self.assertIn('No host offers resource class CUSTOM_VGPU_A100, so '
+                      "flavor 'vgpu.a100' would land nowhere", str(exc))
+        self.assertIsNone(self._flavor('vgpu.a100'))
+        # once a host offers the model's class, the flavor is made
+        self.placement.post('/resource_classes',
+                            {'name': 'CUSTOM_VGPU_A100_80GB_PCIE'},
+                            version='1.2')
+        exc = self.assertRaises(exception.GpuNovaExtException, self._create,
+                                ['vgpu.a100', '--model', 'A100'])
+        self.assertIn('GPU classes in Placement: A100_80GB_PCIE (vgpu)',
+                      str(exc))
+        self.assertEqual(0, self._create(['vgpu.a100', '--model',
+                                          'A100_80GB_PCIE']))
+        self.assertEqual(
+            {'resources:CUSTOM_VGPU_A100_80GB_PCIE': '1',
+             'gpu:model': 'A100_80GB_PCIE', 'gpu:mode': 'vgpu'},
+            self.admin_api.get_extra_specs(self._flavor('vgpu.a100')['id']))
 
     def test_passthrough_flavor(self):
         self.assertEqual(0, self._create(
@@ -63,7 +86,7 @@ class FlavorCreateTest(integrated_helpers._IntegratedTestBase):
                          specs['trait:CUSTOM_GPU_MODEL_A100_80GB_PCIE'])
 
     def test_duplicate_name_refused(self):
-        self._create(['dup', '--model', 'L4'])
+        self._create(['dup', '--model', 'L4', '--vgpu-class', 'vgpu'])
         exc = self.assertRaises(exception.GpuNovaExtException, self._create,
                                 ['dup', '--model', 'L4'])
         self.assertIn("'dup' exists already", str(exc))

@@ -87,6 +87,9 @@ class TestDocs(testtools.TestCase):
                     'audit': actions['audit'],
                     'flavor create': actions['flavor']._subparsers
                     ._group_actions[0].choices['create']}
+        for action in ('set', 'unset', 'show'):
+            commands['quota ' + action] = actions['quota']._subparsers \
+                ._group_actions[0].choices[action]
         text = read('cli.rst')
         for command, sub in commands.items():
             m = re.search(r'^``%s (.*)``$' % re.escape(command), text, re.M)

@@ -88,6 +88,18 @@ class TestAudit(testtools.TestCase):
                           gpu.health))
         self.assertEqual([], report.unhealthy)
 
+    def test_per_model_vgpu_class_counted(self):
+        # [mdev_<type>] mdev_class = CUSTOM_VGPU_<MODEL> (nova-conf): a
+        # pGPU provider without our traits yet is still a vGPU GPU
+        views = [rp('r', 'cmp', 'r'),
+                 rp('g', 'cmp_pci_0000_84_00_0', 'r',
+                    inv={'CUSTOM_VGPU_A100_80GB_PCIE': 8},
+                    used={'CUSTOM_VGPU_A100_80GB_PCIE': 3})]
+        [gpu] = audit.build_report(views).gpus
+        self.assertEqual(('A100_80GB_PCIE', 'vgpu', 8, 3, 5),
+                         (gpu.model, gpu.mode, gpu.total, gpu.used,
+                          gpu.free))
+
     def test_empty_cluster(self):
         out = audit.render_table(audit.build_report([]))
         self.assertIn('(no GPU provider in Placement)', out)

@@ -24,11 +24,39 @@ def specs(**kw):
 
 class TestExtraSpecs(testtools.TestCase):
 
-    def test_mdev_vgpu(self):
+    def test_mdev_vgpu_per_model_class(self):
+        self.assertEqual(
+            {'resources:CUSTOM_VGPU_A100_80GB_PCIE': '1',
+             'gpu:model': 'A100_80GB_PCIE', 'gpu:mode': 'vgpu',
+             'gpu:vgpu_type': 'A100D-10C', 'gpu:memory_min': '10GB'},
+            specs(vgpu_type='A100D-10C', memory_min='10GB'))
+
+    def test_mdev_vgpu_novas_class(self):
         self.assertEqual(
             {'resources:VGPU': '1', 'gpu:model': 'A100', 'gpu:mode': 'vgpu',
              'gpu:vgpu_type': 'A100D-10C', 'gpu:memory_min': '10GB'},
-            specs(model='A100', vgpu_type='A100D-10C', memory_min='10GB'))
+            specs(model='A100', vgpu_type='A100D-10C', memory_min='10GB',
+                  vgpu_class='vgpu'))
+
+    def test_quota_class_matches_nova_conf(self):
+        # the class a flavor asks (and quota counts) is the one nova-conf
+        # gives the host, whatever the spelling of the model
+        from gpu_nova_ext.operator import nova_conf
+        for mode, backend, vtype, expected in (
+                ('vgpu', 'mdev', None,
+                 nova_conf.mdev_resource_class('NVIDIA A100 80GB PCIe')),
+                ('passthrough', 'mdev', None,
+                 nova_conf.pci_resource_class('NVIDIA A100 80GB PCIe')),
+                ('vgpu', 'vfio', 'L40S-12Q',
+                 nova_conf.vgpu_resource_class('L40S-12Q'))):
+            req = flavor.GpuFlavorRequest(
+                model='NVIDIA A100 80GB PCIe', mode=mode,
+                vgpu_backend=backend, vgpu_type=vtype)
+            self.assertEqual(expected, flavor.quota_class(req))
+        self.assertEqual('CUSTOM_VGPU_A100_80GB_PCIE',
+                         nova_conf.mdev_resource_class('A100 80GB PCIe'))
+        self.assertEqual('VGPU', flavor.quota_class(flavor.GpuFlavorRequest(
+            model='A100', vgpu_class='vgpu')))
 
     def test_model_is_normalized(self):
         self.assertEqual('A100_80GB_PCIE',
@@ -38,17 +66,17 @@ class TestExtraSpecs(testtools.TestCase):
         out = specs(exact_model=True, count=2)
         self.assertEqual('required',
                          out['trait:CUSTOM_GPU_MODEL_A100_80GB_PCIE'])
-        self.assertEqual('2', out['resources:VGPU'])
+        self.assertEqual('2', out['resources:CUSTOM_VGPU_A100_80GB_PCIE'])
 
     def test_mig_backed_vgpu(self):
         out = specs(vgpu_type='A100D-1-10C', mig=True)
         self.assertEqual('required', out['trait:CUSTOM_GPU_MIG_ENABLED'])
-        self.assertEqual('1', out['resources:VGPU'])
+        self.assertEqual('1', out['resources:CUSTOM_VGPU_A100_80GB_PCIE'])
 
     def test_vendor_vfio_vgpu(self):
         out = specs(model='L40S', vgpu_type='L40S-12Q', vgpu_backend='vfio')
         self.assertEqual('vgpu-l40s-12q:1', out['pci_passthrough:alias'])
-        self.assertNotIn('resources:VGPU', out)
+        self.assertEqual([], [k for k in out if k.startswith('resources:')])
         self.assertEqual('vgpu', out['gpu:mode'])
 
     def test_vfio_needs_type(self):
@@ -88,6 +116,7 @@ class TestExtraSpecs(testtools.TestCase):
                          (dict(driver_min='r550'), 'r550'),
                          (dict(vendor='matrox'), 'matrox'),
                          (dict(model='--'), '--model'),
+                         (dict(vgpu_class='mig'), '--vgpu-class'),
                          (dict(mode='passthrough', vgpu_type='x'),
                           '--vgpu-type')):
             exc = self.assertRaises(exception.GpuNovaExtException, specs,
@@ -103,6 +132,7 @@ class TestExtraSpecs(testtools.TestCase):
     def test_nova_keys_pass_novas_validators(self):
         # The keys Nova owns must pass nova-api's own validators.
         for out in (specs(exact_model=True, mig=True, vendor='nvidia'),
+                    specs(vgpu_class='vgpu'),
                     specs(mode='passthrough', pci_accounting='inventory'),
                     specs(model='L40S', vgpu_type='L40S-12Q',
                           vgpu_backend='vfio')):
@@ -131,12 +161,14 @@ class TestDryRun(testtools.TestCase):
 
     def test_dry_run_prints_specs_and_cli(self):
         rc, out, err = self._run(
-            ['flavor', 'create', 'vgpu.a100', '--model', 'A100',
+            ['flavor', 'create', 'vgpu.a100', '--model', 'A100_80GB_PCIE',
              '--count', '1', '--mode', 'vgpu', '--vgpu-type', 'A100D-10C',
              '--vcpus', '8', '--ram', '32768', '--disk', '40', '--dry-run'])
         self.assertEqual(0, rc, err)
         self.assertIn('flavor vgpu.a100: vcpus=8 ram=32768MB disk=40GB', out)
-        self.assertIn('resources:VGPU', out)
+        self.assertIn('resources:CUSTOM_VGPU_A100_80GB_PCIE', out)
+        self.assertIn('Quota: each server counts 1 against '
+                      'class:CUSTOM_VGPU_A100_80GB_PCIE.', out)
         self.assertIn('--property gpu:vgpu_type=A100D-10C', out)
         self.assertIn('openstack flavor create', out)
 

@@ -133,7 +133,9 @@ class TestGenerate(testtools.TestCase):
         # SR-IOV GPU: Nova wants the VFs, each offering one instance
         self.assertEqual(fakes.sriov_mdev_gpu().vfs, a100.device_addresses)
         self.assertEqual(4, a100.max_instances)
-        self.assertEqual('VGPU', a100.mdev_class)
+        # one resource class per model (quota per model)
+        self.assertEqual('CUSTOM_VGPU_A100_80GB_PCIE', a100.mdev_class)
+        self.assertEqual('CUSTOM_VGPU_T4', t4.mdev_class)
         # the first-listed choice is reported for the T4 (two types)
         self.assertTrue(any('0000:84:00.0' in n and 'nvidia-222' in n
                             for n in self.drop.notes))
@@ -171,6 +173,42 @@ class TestGenerate(testtools.TestCase):
 
 
 class TestOptions(testtools.TestCase):
+
+    def test_vgpu_class_keeps_novas_vgpu(self):
+        drop = nova_conf.generate(fakes.mixed_host(),
+                                  nova_conf.GeneratorOptions(
+                                      vgpu_class='vgpu'))
+        conf = parse(drop.render())
+        self.assertEqual('VGPU', conf['mdev_nvidia-222'].mdev_class)
+        self.assertEqual([], drop.values('mdev_nvidia-222', 'mdev_class'))
+
+    def test_mdev_class_valid_for_nova(self):
+        # Nova's own option type (a resource class name) accepts it
+        drop = nova_conf.generate(fakes.mixed_host())
+        conf = parse(drop.render())
+        self.assertEqual(
+            nova_conf.mdev_resource_class('A100 80GB PCIe'),
+            conf['mdev_nvidia-471'].mdev_class)
+
+    def test_one_type_two_models_keeps_vgpu_with_note(self):
+        a, b = fakes.mdev_gpu('0000:84:00.0'), fakes.mdev_gpu('0000:86:00.0')
+        b.model = 'T4_16GB'
+        drop = nova_conf.generate(base.HostInventory('h', [a, b]),
+                                  nova_conf.GeneratorOptions(
+                                      vgpu_types=('nvidia-222',)))
+        self.assertEqual([], drop.values('mdev_nvidia-222', 'mdev_class'))
+        self.assertTrue(any('mdev_class left out' in n and 'T4, T4_16GB' in n
+                            for n in drop.notes), drop.notes)
+
+    def test_mdev_class_needs_a_model(self):
+        gpu = fakes.mdev_gpu()
+        gpu.model = None
+        drop = nova_conf.generate(base.HostInventory('h', [gpu]),
+                                  nova_conf.GeneratorOptions(
+                                      vgpu_types=('nvidia-222',)))
+        self.assertEqual([], drop.values('mdev_nvidia-222', 'mdev_class'))
+        self.assertTrue(any('no known model' in n for n in drop.notes))
+        self.assertRaises(ValueError, nova_conf.mdev_resource_class, '')
 
     def test_preferred_vgpu_type(self):
         host = base.HostInventory('h', [fakes.mdev_gpu(), fakes.vfio_gpu()])

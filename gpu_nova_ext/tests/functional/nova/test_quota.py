@@ -1,0 +1,293 @@
+"""GPU quota per model, end to end: our CLI sets Keystone unified limits,
+Nova enforces them.
+
+Real here: Keystone (its own process, :mod:`keystone_fixture`), Nova's API
+with ``[quota] driver = nova.quota.UnifiedLimitsDriver`` and oslo.limit
+reading that Keystone, Placement (usages), and the host's nova.conf from
+our generator (per-model resource classes).
+"""
+import fixtures
+from keystoneauth1 import session as ks_session
+from keystoneauth1 import token_endpoint
+from nova import conf as nova_conf
+from nova.tests.fixtures import libvirt as fakelibvirt
+from nova.tests.functional.api import client as api_client
+from nova.tests.functional.libvirt import base as libvirt_base
+import openstack
+
+from gpu_nova_ext import exception
+from gpu_nova_ext.inventory import manager
+from gpu_nova_ext.operator import flavor
+from gpu_nova_ext.operator import nova_conf as nova_conf_gen
+from gpu_nova_ext.tests.functional.nova import base
+from gpu_nova_ext.tests.functional.nova import keystone_fixture
+from gpu_nova_ext.tests.functional.nova import ops_base
+
+HOST = 'gpu1'
+A100_RC = 'CUSTOM_GPU_A100_80GB_PCIE'
+L4_RC = 'CUSTOM_GPU_L4'
+N_A100 = 5
+
+
+def passthrough_specs(model: str) -> dict:
+    """The flavor ``gpu-nova-ext flavor create --mode passthrough`` makes."""
+    return flavor.extra_specs(flavor.GpuFlavorRequest(
+        model=model, mode='passthrough'))
+
+
+class QuotaMixin(ops_base.OpsMixin):
+    """Keystone with unified limits; our CLI logged in as its admin."""
+
+    def setUp(self):
+        super().setUp()
+        self.keystone = self.useFixture(keystone_fixture.UnifiedLimits(self))
+        # Nova's default [quota] unified_limits_resource_strategy=require
+        # refuses every server while 'servers' has no registered limit
+        self.keystone.register('servers', 100)
+        self.project = self.keystone.project()
+        # the harness's API authenticates by header: boot as that project
+        self.api.project_id = self.project.id
+        self.conf = self.ops_conf()
+
+    def conn_factory(self, cloud=None):
+        return self.keystone.connection()
+
+    def quota(self, *argv):
+        return self.cli(self.conf, 'quota', *argv)
+
+
+class PassthroughQuotaTest(QuotaMixin, base.GpuSchedulerMixin,
+                           base.GpuAgentMixin, libvirt_base.ServersTestBase):
+    """One host with five A100s and an L4 passed through whole."""
+
+    microversion = 'latest'
+    ADMIN_API = True
+    ADDITIONAL_FILTERS = ['PciPassthroughFilter'] + base.GPU_FILTERS
+
+    def setUp(self):
+        super().setUp()
+        # as Nova's own PCI functional tests: no host sysfs
+        self.useFixture(fixtures.MockPatch(
+            'nova.pci.utils.is_physical_function', return_value=False))
+        self.useFixture(fixtures.MockPatch(
+            'nova.pci.utils.get_function_by_ifname',
+            return_value=(None, False)))
+        pci_info = fakelibvirt.HostPCIDevicesInfo(
+            num_pci=0, num_pfs=0, num_vfs=0)
+        devices = ([('20b5', 'GA100 [A100 PCIe 80GB]', base.A100)] * N_A100
+                   + [('27b8', 'AD104GL [L4]', base.L4)])
+        facts = {}
+        for slot, (product, name, model) in enumerate(devices):
+            pci_info.add_device(
+                dev_type='PCI', bus=0x81, slot=slot, function=0,
+                iommu_group=40 + slot, numa_node=0, vend_id='10de',
+                vend_name='NVIDIA Corporation', prod_id=product,
+                prod_name=name, driver_name='vfio-pci')
+            facts['0000:81:%02x.0' % slot] = base.gpu(model)
+        self.pci_infos[HOST] = pci_info
+        self.gpu_facts[HOST] = facts
+        # the operator's step: discover the host, generate nova.conf
+        self._write_agent_files(HOST)
+        drop = nova_conf_gen.generate(
+            manager.discover(self.agent_conf(HOST)))
+        self.flags(group='pci', report_in_placement=True,
+                   device_spec=drop.values('pci', 'device_spec'),
+                   alias=drop.values('pci', 'alias'))
+        self.flags(group='filter_scheduler', pci_in_placement=True)
+        self.start_compute(HOST, pci_info=pci_info)
+        self.run_agent(HOST)
+
+    def test_fifth_a100_refused_l4_boots(self):
+        rc, out = self.quota('set', '--project', self.project.name,
+                             '--model', 'A100', '--limit', '4')
+        self.assertEqual(0, rc)
+        # no default existed: an unlimited one first (Keystone needs it)
+        self.assertIn('default class:%s (A100_80GB_PCIE (passthrough)): '
+                      'none -> unlimited' % A100_RC, out)
+        self.assertIn('project %s: class:%s (A100_80GB_PCIE (passthrough)):'
+                      ' - -> 4, used 0' % (self.project.name, A100_RC), out)
+
+        a100 = passthrough_specs('A100_80GB_PCIE')
+        for _ in range(4):
+            self.boot(a100)
+        exc = self.assertRaises(api_client.OpenStackApiException,
+                                self.boot, a100)
+        self.assertEqual(403, exc.response.status_code)
+        # Nova's unified-limits quota error, naming the model's class
+        self.assertIn('is over a limit for [Resource class:%s is over '
+                      'limit of 4 due to current usage 4 and delta 1'
+                      % A100_RC, exc.response.text)
+        # another model is not limited by it
+        self.boot(passthrough_specs('L4'))
+
+        rc, out = self.quota('show', '--project', self.project.id)
+        self.assertEqual(0, rc)
+        self.assertEqual(
+            [[self.project.name, 'A100_80GB_PCIE', 'passthrough',
+              'class:' + A100_RC, '4', 'project', '4'],
+             [self.project.name, 'L4', 'passthrough', 'class:' + L4_RC,
+              '-', 'none', '1']],
+            self.rows(out))
+
+    def rows(self, out):
+        return [line.split() for line in out.splitlines()
+                if line.startswith(self.project.name + ' ')]
+
+    def test_limit_below_usage_is_allowed_and_shown(self):
+        a100 = passthrough_specs('A100_80GB_PCIE')
+        for _ in range(3):
+            self.boot(a100)
+        rc, out = self.quota('set', '--project', self.project.name,
+                             '--model', 'A100_80GB_PCIE', '--limit', '1')
+        self.assertEqual(0, rc)
+        self.assertIn('warning: project %s uses 3 of class:%s, 2 above its '
+                      'limit 1' % (self.project.name, A100_RC), out)
+        rc, out = self.quota('show', '--project', self.project.name,
+                             '--model', 'A100')
+        self.assertEqual([[self.project.name, 'A100_80GB_PCIE',
+                           'passthrough', 'class:' + A100_RC, '1',
+                           'project', '3', '2']], self.rows(out))
+        # Nova refuses a new one while over
+        exc = self.assertRaises(api_client.OpenStackApiException,
+                                self.boot, a100)
+        self.assertEqual(403, exc.response.status_code)
+
+    def test_default_then_unset_project(self):
+        rc, out = self.quota('set', '--default', '--model', 'L4',
+                             '--limit', '0')
+        self.assertEqual(0, rc)
+        self.assertIn('default class:%s (L4 (passthrough)): - -> 0'
+                      % L4_RC, out)
+        # the cloud-wide default of 0 L4s holds for this project too
+        exc = self.assertRaises(api_client.OpenStackApiException,
+                                self.boot, passthrough_specs('L4'))
+        self.assertIn('class:%s' % L4_RC, exc.response.text)
+        self.quota('set', '--project', self.project.id, '--model', 'L4',
+                   '--limit', '1')
+        self.boot(passthrough_specs('L4'))
+        rc, out = self.quota('unset', '--project', self.project.id,
+                             '--model', 'L4')
+        self.assertIn('limit 1 removed; the default 0 applies now', out)
+        # a default still used by project limits is not removed
+        self.quota('set', '--project', self.project.id, '--model', 'L4',
+                   '--limit', '1')
+        exc = self.assertRaises(exception.GpuNovaExtException, self.quota,
+                                'unset', '--default',
+                                '--model', 'L4')
+        self.assertIn('still has project limits', str(exc))
+
+    def test_bad_input(self):
+        exc = self.assertRaises(exception.GpuNovaExtException, self.quota,
+                                'set', '--project', 'nobody', '--model',
+                                'A100', '--limit', '4')
+        self.assertIn("Keystone has no project 'nobody'", str(exc))
+        exc = self.assertRaises(exception.GpuNovaExtException, self.quota,
+                                'set', '--project', self.project.id,
+                                '--model', 'H100', '--limit', '4')
+        self.assertIn("No GPU resource class in Placement matches model "
+                      "'H100'; known: A100_80GB_PCIE (passthrough), "
+                      "L4 (passthrough).", str(exc))
+
+    def test_keystone_refusals_name_the_fix(self):
+        # a project member, not an admin with system scope: Keystone's 403
+        member = self.keystone.member_connection(self.project)
+        self.conn_factory = lambda cloud=None: member
+        exc = self.assertRaises(exception.GpuNovaExtException, self.quota,
+                                'set', '--project', self.project.id,
+                                '--model', 'L4', '--limit', '1')
+        self.assertIn('Keystone refused to', str(exc))
+        self.assertIn('authenticate with OS_SYSTEM_SCOPE=all', str(exc))
+        # an identity endpoint without unified limits (/v3/limits): 404
+        noauth = token_endpoint.Token(self.placement.fixture.endpoint,
+                                      'admin')
+        self.conn_factory = lambda cloud=None: openstack.connection.Connection(
+            session=ks_session.Session(auth=noauth),
+            identity_endpoint_override=self.placement.fixture.endpoint)
+        exc = self.assertRaises(exception.GpuNovaExtException, self.quota,
+                                'show')
+        self.assertIn('has no unified limits API (/v3/limits)', str(exc))
+        self.assertIn('nova.quota.UnifiedLimitsDriver', str(exc))
+
+
+class VgpuQuotaTest(QuotaMixin, base.GpuVGPUTestBase):
+    """An A100 vGPU host and an L4 vGPU host, nova.conf from our generator.
+
+    Each model's vGPUs are in their own class (``[mdev_<type>]
+    mdev_class``).
+    """
+
+    def setUp(self):
+        super().setUp()
+        self.drops = {}
+        self.start_generated_host('va', base.A100)
+        self.start_generated_host('vl', base.L4)
+
+    def start_generated_host(self, host: str, model: dict) -> None:
+        """Discover the host, generate its nova.conf, start nova-compute.
+
+        nova-compute's libvirt driver reads ``[mdev_*]`` when it starts,
+        so each host keeps the classes of its own drop-in.
+        """
+        pci_info = fakelibvirt.HostPCIDevicesInfo(
+            num_pci=0, num_pfs=0, num_vfs=0, num_mdevcap=2)
+        self.pci_infos[host] = pci_info
+        self.gpu_facts[host] = {base.PGPU0: base.gpu(model),
+                                base.PGPU1: base.gpu(model)}
+        self._write_agent_files(host)
+        drop = nova_conf_gen.generate(
+            manager.discover(self.agent_conf(host)),
+            nova_conf_gen.GeneratorOptions(scheduler=False))
+        self.drops[host] = drop
+        types = drop.values('devices', 'enabled_mdev_types')[0]
+        self.flags(enabled_mdev_types=types.split(','), group='devices')
+        nova_conf.devices.register_dynamic_opts(base.CONF)
+        opts = {'devices': {'enabled_mdev_types': types}}
+        for mtype in types.split(','):
+            section = 'mdev_%s' % mtype
+            values = dict(drop.sections[section])
+            self.flags(device_addresses=values['device_addresses'].split(
+                ','), mdev_class=values['mdev_class'], group=section)
+            opts[section] = values
+        self.agent_nova_conf[host] = opts
+        self.start_compute_with_vgpu(host, pci_info)
+        self.run_agent(host)
+
+    def test_fifth_a100_vgpu_refused_l4_vgpu_boots(self):
+        a100_rc = 'CUSTOM_VGPU_A100_80GB_PCIE'
+        self.assertEqual([a100_rc], self.drops['va'].values(
+            'mdev_nvidia-11', 'mdev_class'))
+        pgpu = self._get_provider_uuid_by_name(self.pgpu('va', base.PGPU0))
+        self.assertEqual({a100_rc: 16}, {
+            rc: inv['total'] for rc, inv in
+            self._get_provider_inventory(pgpu).items()})
+
+        rc, out = self.quota('set', '--project', self.project.name,
+                             '--model', 'A100', '--kind', 'vgpu',
+                             '--limit', '4')
+        self.assertEqual(0, rc)
+        self.assertIn('class:%s (A100_80GB_PCIE (vgpu)): - -> 4' % a100_rc,
+                      out)
+        # what flavor create writes: the per-model class, not VGPU
+        a100 = flavor.extra_specs(flavor.GpuFlavorRequest(
+            model='A100_80GB_PCIE'))
+        self.assertEqual('1', a100['resources:%s' % a100_rc])
+        for _ in range(4):
+            self.assertEqual('va', self.server_host(self.boot(a100)['id']))
+        exc = self.assertRaises(api_client.OpenStackApiException,
+                                self.boot, a100)
+        self.assertEqual(403, exc.response.status_code)
+        self.assertIn('Resource class:%s is over limit of 4' % a100_rc,
+                      exc.response.text)
+        l4 = self.boot(flavor.extra_specs(flavor.GpuFlavorRequest(
+            model='L4')))
+        self.assertEqual('vl', self.server_host(l4['id']))
+
+        rc, out = self.quota('show', '--project', self.project.name,
+                             '--kind', 'vgpu')
+        self.assertEqual(
+            [[self.project.name, 'A100_80GB_PCIE', 'vgpu',
+              'class:' + a100_rc, '4', 'project', '4'],
+             [self.project.name, 'L4', 'vgpu', 'class:CUSTOM_VGPU_L4',
+              '-', 'none', '1']],
+            [line.split() for line in out.splitlines()
+             if line.startswith(self.project.name + ' ')])
