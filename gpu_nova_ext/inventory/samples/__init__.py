@@ -1,0 +1,1 @@
+"""Data files (a package so that setuptools installs them as package data)."""
