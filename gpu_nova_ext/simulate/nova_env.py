@@ -43,7 +43,7 @@ NOVA_WEIGHERS = 'nova.scheduler.weights.all_weighers'
 GPU_WEIGHERS = 'gpu_nova_ext.scheduler.weighers.all_weighers'
 GPU_FILTER_NAMES = ['GpuModelFilter', 'GpuMemoryFilter',
                     'GpuCapabilityFilter', 'GpuHealthFilter',
-                    'GpuCandidateOrderFilter']
+                    'GpuReservationFilter', 'GpuCandidateOrderFilter']
 # Nova needs PciPassthroughFilter for flavors with pci_passthrough:alias,
 # PCI in Placement or not (nova's PCI passthrough guide).
 PCI_FILTER = 'PciPassthroughFilter'
