@@ -39,6 +39,7 @@ from gpu_nova_ext.simulate import host as sim_host
 from gpu_nova_ext.simulate import metrics
 from gpu_nova_ext.simulate import nova_env
 from gpu_nova_ext.simulate import nova_handlers
+from gpu_nova_ext.simulate import reservations as sim_reservations
 from gpu_nova_ext.simulate import result as res
 from gpu_nova_ext.simulate import scenario as scn
 from gpu_nova_ext.simulate import scheduling
@@ -186,6 +187,7 @@ class Simulation:
                 host.write_files()
                 host.start_agent(self.placement.mount)
                 host.create_providers(writer)
+                sim_reservations.apply(self.scenario, host)
                 report, payload = host.cycle(self.clock.wall())
                 self._cast(cache, host)
                 if lines:
@@ -247,7 +249,7 @@ class Simulation:
                 for _ in range(step.count):
                     self._tick(result, cache)
                     self._boot(result, cache, step.flavor, step.name,
-                               step.lifetime, step.index)
+                               step.lifetime, step.index, step.project)
                 continue
             self._tick(result, cache)
             if isinstance(step, st.Delete):
@@ -283,10 +285,11 @@ class Simulation:
 
     def _boot(self, result: res.Result, cache, flavor_name: str,
               prefix: str | None, lifetime: int | None,
-              index: int | None) -> res.ServerResult:
+              index: int | None, project: str | None = None
+              ) -> res.ServerResult:
         flavor = self.scenario.flavors[flavor_name]
         server = res.ServerResult(server=self._name(prefix or flavor.name),
-                                  flavor=flavor.name,
+                                  flavor=flavor.name, project=project,
                                   step=len(self.scenario.steps)
                                   if index is None else index)
         server.arrived_pct = self.meter.arrive(flavor)

@@ -24,6 +24,7 @@ from gpu_nova_ext import safe_yaml
 from gpu_nova_ext.simulate import checks
 from gpu_nova_ext.simulate import host_xml
 from gpu_nova_ext.simulate import hostgen
+from gpu_nova_ext.simulate import reservations as sim_reservations
 from gpu_nova_ext.simulate import steps
 
 SCENARIO_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)),
@@ -31,7 +32,7 @@ SCENARIO_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)),
 DEFAULT_SCENARIO = os.path.join(SCENARIO_DIR, 'default.yaml')
 
 TOP_KEYS = ('description', 'nova_conf', 'hosts', 'flavors', 'boots',
-            'workload', 'step_seconds')
+            'workload', 'step_seconds', 'reservations')
 HOST_KEYS = ('name', 'count', 'libvirt_xml', 'libvirt_xml_inline', 'vcpus',
              'memory_mb', 'disk_gb', 'cpu_allocation_ratio',
              'ram_allocation_ratio', 'disk_allocation_ratio',
@@ -102,6 +103,8 @@ class Scenario:
     step_seconds: float = DEFAULT_STEP_SECONDS
     #: our filters and weighers on (``--compare``'s "nova" turns them off)
     gpu_plugins: bool = True
+    #: ``reservations:`` (simulate/reservations.py)
+    reservations: list = dataclasses.field(default_factory=list)
     #: name -> host, built on first use
     _by_name: dict[str, Host] | None = None
 
@@ -180,6 +183,8 @@ def from_dict(data: Any, path: str) -> Scenario:
         scenario.step_seconds = check.number(
             data['step_seconds'], 'step_seconds', minimum=0.001,
             maximum=86400.0)
+    scenario.reservations = sim_reservations.parse(
+        check, data.get('reservations'), scenario)
     boots_data = data.get('boots') or []
     if not isinstance(boots_data, list):
         raise check.fail('boots', 'expected a list of boots and events')

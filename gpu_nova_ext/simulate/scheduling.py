@@ -68,6 +68,8 @@ class Scheduling:
         ctx = self.ctx
         instance_uuid = str(uuid.uuid4())
         spec = nova_env.request_spec(ctx, flavor, instance_uuid)
+        if server.project:
+            spec.project_id = server.project
         nova_env.prefilter(ctx, spec)
         resources = nova_env.resource_request(ctx, spec)
         answer = self.client.get_allocation_candidates(ctx, resources)

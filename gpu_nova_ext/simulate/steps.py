@@ -21,7 +21,7 @@ from typing import Any
 from gpu_nova_ext.inventory import simulated
 from gpu_nova_ext.simulate import checks
 
-BOOT_KEYS = ('flavor', 'count', 'name', 'lifetime')
+BOOT_KEYS = ('flavor', 'count', 'name', 'lifetime', 'project')
 EVENT_KEYS = ('host', 'gpu', 'health', 'reasons', 'metrics', 'agent')
 WORKLOAD_KEYS = ('flavors', 'seed', 'lifetime', 'until', 'max_servers')
 AGENT_STATES = ('down', 'up')
@@ -38,6 +38,7 @@ class Boot:
     name: str | None = None       # server name prefix; the flavor's if None
     index: int = 0                # position in ``boots:``
     lifetime: int | None = None   # steps until the server is deleted
+    project: str | None = None    # the RequestSpec's project (reservations)
 
 
 @dataclasses.dataclass
@@ -97,7 +98,9 @@ def parse_step(check: checks.Checker, item: Any, index: int,
     return Boot(flavor=flavor,
                 count=check.integer(item.get('count', 1), entry + '.count',
                                     1, MAX_COUNT),
-                name=name, index=index, lifetime=lifetime)
+                name=name, index=index, lifetime=lifetime,
+                project=check.string(item['project'], entry + '.project')
+                if 'project' in item else None)
 
 
 def _flavor_name(check, value, entry, scenario) -> str:
