@@ -98,6 +98,8 @@ class Reporter:
         self._states: dict[str, _State] = {}
         self._known_traits: set[str] = set()
         self._known_classes: set[str] = set()
+        # provider UUID -> reserving projects, as last read
+        self._reserved: dict[str, frozenset[str]] = {}
         #: log each change at INFO (the daemon); the CLI prints them itself
         self.log_changes = True
 
@@ -243,19 +245,22 @@ class Reporter:
                          result: ReportResult) -> None:
         """Set ``Gpu.reserved_for`` from its providers' traits.
 
-        The traits are those read (or written) this cycle; PCI-in-Placement
-        providers are not read (Nova rewrites their traits, so they never
-        hold a reservation).  Providers of one GPU reserved for different
+        The traits are those read (or written) this cycle; a provider whose
+        traits could not be read this cycle keeps what was read last (a
+        failed read never lifts a reservation).  PCI-in-Placement providers
+        are not read (Nova rewrites their traits, so they never hold a
+        reservation).  Providers of one GPU reserved for different
         projects: the first project in sorted order, with a warning.
         """
         for gpu in inventory.gpus:
-            projects = set()
+            projects: set[str] = set()
             for uuid in gpu.provider_uuids:
                 state = self._states.get(uuid)
-                for trait in (state.traits or ()) if state else ():
-                    project = naming.reservation_project(trait)
-                    if project is not None:
-                        projects.add(project)
+                if state is not None and state.traits is not None:
+                    self._reserved[uuid] = frozenset(
+                        p for p in map(naming.reservation_project,
+                                       state.traits) if p is not None)
+                projects.update(self._reserved.get(uuid, ()))
             gpu.reserved_for = min(projects) if projects else None
             if len(projects) > 1:
                 warning = ('GPU %s: its providers are reserved for several '

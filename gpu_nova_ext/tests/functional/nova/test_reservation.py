@@ -124,6 +124,34 @@ class ReservationTest(ops_base.OpsMixin, base.GpuVGPUTestBase):
         rc, out = self.cli('reserve', '--list')
         self.assertEqual('No GPU or host reservations.\n', out)
 
+    def test_named_aggregate(self):
+        agg = self.admin_api.post_aggregate({'aggregate': {'name': 'train'}})
+        self.admin_api.add_host_to_aggregate(agg['id'], 'h1')
+        rc, out = self.cli('reserve', '--project', self.project_a,
+                           '--aggregate', 'train')
+        self.assertIn('reserved aggregate train (1 host(s): h1) for project '
+                      '%s' % self.project_a, out)
+        self.assertEqual({'filter_tenant_id': self.project_a},
+                         self.admin_api.api_get(
+                             '/os-aggregates/%s' % agg['id']).body[
+                                 'aggregate']['metadata'])
+        self.boot_as(self.api_b, host='h1', expected_state='ERROR')
+        # another project's: refused, then moved with --force
+        exc = self.assertRaises(exception.ReservationError, self.cli,
+                                'reserve', '--project', PROJECT_B,
+                                '--aggregate', 'train')
+        self.assertIn('it is kept for project %s' % self.project_a,
+                      str(exc))
+        self.cli('reserve', '--project', PROJECT_B, '--aggregate', 'train',
+                 '--force')
+        server = self.boot_as(self.api_b, host='h1')
+        self.assertEqual('h1', self.gpu_of(server)[0])
+        rc, out = self.cli('unreserve', '--project', PROJECT_B,
+                           '--aggregate', 'train')
+        self.assertIn('unreserved aggregate train', out)
+        self.assertEqual({}, self.admin_api.api_get(
+            '/os-aggregates/%s' % agg['id']).body['aggregate']['metadata'])
+
     def test_bad_input_names_the_fix(self):
         exc = self.assertRaises(exception.UnknownHost, self.cli, 'reserve',
                                 '--project', self.project_a, '--host', 'h9',
