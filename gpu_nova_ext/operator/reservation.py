@@ -234,6 +234,19 @@ def reserve_gpu(placement, project: str, host: str, address: str,
     """
     trait = check_project_format(project)
     providers = gpu_providers(placement, host, address)
+
+    def others_of(traits) -> list[str]:
+        others = sorted({naming.reservation_project(t) for t in traits}
+                        - {None, project})
+        if others and not force:
+            raise exception.ReservationError(
+                what='GPU %s on %s' % (address, host),
+                reason='it is reserved for project %s' % ', '.join(others),
+                fix='Run unreserve for that project first, or pass --force '
+                    'to move the reservation to %s.' % project)
+        return others
+
+    # every provider is checked before any is written
     for p in providers:
         traits, _gen = _traits(placement, p.uuid)
         if p.kind == KIND_OWN and naming.OWNER_TRAIT not in traits:
@@ -242,25 +255,24 @@ def reserve_gpu(placement, project: str, host: str, address: str,
                 reason='provider %s is not gpu-nova-agent\'s (no %s)'
                        % (p.name, naming.OWNER_TRAIT),
                 fix='Reserve the whole host instead.')
-        others = sorted({naming.reservation_project(t) for t in traits
-                         if naming.reservation_project(t) not in (None,
-                                                                  project)})
-        if others and not force:
-            raise exception.ReservationError(
-                what='GPU %s on %s' % (address, host),
-                reason='it is reserved for project %s' % ', '.join(others),
-                fix='Run unreserve for that project first, or pass --force '
-                    'to move the reservation to %s.' % project)
+        others_of(traits)
     placement.put('/traits/%s' % trait, version=pclient.TRAITS_VERSION)
     done = []
     for p in providers:
+        moved: list[str] = []
+
         def change(traits):
+            # checked again on each (re-)read: a reservation made
+            # meanwhile by someone else is not dropped without --force
+            moved[:] = others_of(traits)
             kept = {t for t in traits
                     if naming.reservation_project(t) is None}
             return kept | {trait}
         if _write_traits(placement, p.uuid, change):
             done.append('reserved GPU %s on %s for project %s (trait %s on '
-                        '%s)' % (address, host, project, trait, p.name))
+                        '%s)%s' % (address, host, project, trait, p.name,
+                                   ' (moved from project %s: --force)'
+                                   % ', '.join(moved) if moved else ''))
         else:
             done.append('GPU %s on %s is reserved for project %s already '
                         '(%s)' % (address, host, project, p.name))
@@ -457,9 +469,12 @@ def reserve_aggregate(conn, project: str, name: str,
              if k.startswith(TENANT_KEY) and k != TENANT_KEY}
     nova_actions.call(conn, 'set_aggregate_metadata', agg,
                       **{TENANT_KEY: project}, **unset)
-    return ['reserved aggregate %s (%d host(s): %s) for project %s'
+    moved = sorted(owners - {project})
+    return ['reserved aggregate %s (%d host(s): %s) for project %s%s'
             % (agg.name, len(agg.hosts or ()),
-               ', '.join(sorted(agg.hosts or ())) or 'none', project)]
+               ', '.join(sorted(agg.hosts or ())) or 'none', project,
+               ' (taken from project %s: --force)' % ', '.join(moved)
+               if moved else '')]
 
 
 def unreserve_aggregate(conn, project: str, name: str) -> list[str]:

@@ -142,8 +142,10 @@ class ReservationTest(ops_base.OpsMixin, base.GpuVGPUTestBase):
                                 '--aggregate', 'train')
         self.assertIn('it is kept for project %s' % self.project_a,
                       str(exc))
-        self.cli('reserve', '--project', PROJECT_B, '--aggregate', 'train',
-                 '--force')
+        rc, out = self.cli('reserve', '--project', PROJECT_B,
+                           '--aggregate', 'train', '--force')
+        self.assertIn('(taken from project %s: --force)' % self.project_a,
+                      out)
         server = self.boot_as(self.api_b, host='h1')
         self.assertEqual('h1', self.gpu_of(server)[0])
         rc, out = self.cli('unreserve', '--project', PROJECT_B,

@@ -71,8 +71,9 @@ class TestGpuReservation(base.PlacementTestCase):
             exception.ReservationError, reservation.unreserve_gpu,
             self.client, OTHER, self.HOST, self.addrs[0])
         self.assertIn('Give --project %s' % OWNER, str(exc))
-        reservation.reserve_gpu(self.client, OTHER, self.HOST,
-                                self.addrs[0], force=True)
+        lines = reservation.reserve_gpu(self.client, OTHER, self.HOST,
+                                        self.addrs[0], force=True)
+        self.assertIn('(moved from project %s: --force)' % OWNER, lines[0])
         traits = self.traits(self.pgpus[self.addrs[0]])
         self.assertIn(naming.reservation_trait(OTHER), traits)
         self.assertNotIn(naming.reservation_trait(OWNER), traits)
