@@ -3,6 +3,7 @@ reserve/unreserve and the agent's reporter reading them back."""
 from gpu_nova_ext import exception
 from gpu_nova_ext import naming
 from gpu_nova_ext.operator import reservation
+from gpu_nova_ext.placement import client as pclient
 from gpu_nova_ext.tests.functional.placement import base
 
 OWNER = 'aaaa1111bbbb2222cccc3333dddd4444'
@@ -79,6 +80,30 @@ class TestGpuReservation(base.PlacementTestCase):
         self.assertNotIn(naming.reservation_trait(OWNER), traits)
         # another writer's trait is kept
         self.assertIn('OWNER_NOVA', traits)
+
+    def test_concurrent_writer_is_kept_after_a_conflict(self):
+        rp = self.pgpus[self.addrs[0]]
+        test = self
+        puts = []
+
+        class Racing(pclient.PlacementClient):
+            def request(self, method, path, body=None, version=None):
+                if method == 'PUT' and path.endswith('/traits') and (
+                        not puts):
+                    # another writer gets in between our read and write
+                    test.add_traits(rp, 'CUSTOM_RACK_7')
+                if method == 'PUT' and path.endswith('/traits'):
+                    puts.append(path)
+                return super().request(method, path, body,
+                                       version=version)
+
+        client = Racing(self.conf)
+        reservation.reserve_gpu(client, OWNER, self.HOST, self.addrs[0])
+        traits = self.traits(rp)
+        self.assertIn('CUSTOM_RACK_7', traits)
+        self.assertIn(naming.reservation_trait(OWNER), traits)
+        # the first PUT met 409 (generation moved), the re-read one passed
+        self.assertEqual(2, len(puts))
 
     def test_unknown_gpu_and_host(self):
         exc = self.assertRaises(
