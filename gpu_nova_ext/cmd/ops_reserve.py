@@ -150,6 +150,10 @@ def run_reserve(args: argparse.Namespace, conf: cfg.ConfigOpts,
                 argument='arguments', value='--list',
                 reason='--list takes only --project and --format')
         return run_list(args, conf, conn_factory, placement_factory)
+    if args.format != 'table':
+        raise exception.InvalidArgument(
+            argument='arguments', value='--format %s' % args.format,
+            reason='--format is for --list only')
     return _apply(args, conf, conn_factory, placement_factory, undo=False)
 
 

@@ -30,7 +30,9 @@ class TestBadInput(testtools.TestCase):
                 (['reserve', '--project', 'p', '--host', 'h', '--gpu',
                   '3b:00'], 'Invalid --gpu'),
                 (['reserve', '--list', '--host', 'h'],
-                 '--list takes only --project and --format')):
+                 '--list takes only --project and --format'),
+                (['reserve', '--project', 'p', '--host', 'h', '--format',
+                  'json'], '--format is for --list only')):
             rc, err = self.run_cli(*argv)
             self.assertEqual(2, rc, argv)
             self.assertEqual(1, len(err.splitlines()), err)
