@@ -136,3 +136,9 @@ class NovaRefused(GpuNovaExtException):
 class UndrainRefused(GpuNovaExtException):
     msg_fmt = ('Not re-enabling %(host)s: %(reason)s. Upgrade the driver and '
                'restart gpu-nova-agent there, or check --expect-driver.')
+
+
+class ReservationError(GpuNovaExtException):
+    """A reservation that cannot be made or removed as asked."""
+
+    msg_fmt = '%(what)s: %(reason)s. %(fix)s'

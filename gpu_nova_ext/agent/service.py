@@ -50,7 +50,8 @@ COMPUTE_NODE_RETRY = (2.0, 30.0)
 def _state_facts(inventory: base.HostInventory, root) -> tuple:
     """What a Placement report can change in the state payload."""
     return (root.uuid if root else None, tuple(
-        (g.pci_address, tuple(g.provider_uuids), g.assigned)
+        (g.pci_address, tuple(g.provider_uuids), g.assigned,
+         g.reserved_for)
         for g in inventory.gpus))
 
 
@@ -148,6 +149,7 @@ class AgentService:
             if old is not None and (force or not gpu.provider_uuids):
                 gpu.provider_uuids = list(old.provider_uuids)
                 gpu.assigned = old.assigned
+                gpu.reserved_for = old.reserved_for
 
     def _cast(self, inventory) -> None:
         root = self.reporter.compute_node

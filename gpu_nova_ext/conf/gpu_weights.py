@@ -110,6 +110,29 @@ Multiplier of GpuHostAvoidanceWeigher: for a request without GPUs, how
 strongly to avoid hosts whose idle GPU capacity it would strand.  0 turns
 it off; GPU requests are not affected.
 """),
+    cfg.Opt(
+        'reservation_weight_multiplier',
+        type=MULTIPLIER,
+        default=100.0,
+        help="""
+Multiplier of GpuReservationWeigher: for a GPU request, how strongly to
+prefer the GPUs and hosts reserved for the request's project
+(``gpu-nova-ext reserve``: a GPU's reservation trait, or a host aggregate
+with ``filter_tenant_id`` metadata naming the project).
+
+Possible values:
+
+* A positive number: the project's requests go to its reserved GPUs and
+  hosts first.  The default (100.0) outweighs every other GPU and Nova
+  weigher at their defaults, and stays below Nova's build-failure weigher.
+* 0: off (reserved GPUs are still kept from other projects by
+  GpuReservationFilter).
+
+Related options:
+
+* ``[filter_scheduler] enabled_filters``: GpuReservationFilter (GPUs) and
+  AggregateMultiTenancyIsolation (whole hosts) keep other projects off.
+"""),
 ]
 
 

@@ -96,6 +96,9 @@ class Gpu:
     # vGPU modes (their capacity is in ``vgpu_types``); to_state() leaves
     # the optional key out then.
     assigned: bool | None = None
+    # Filled by the Placement reporter: the project whose reservation trait
+    # (``CUSTOM_GPU_RESERVED_<project>``) its providers carry, or None.
+    reserved_for: str | None = None
 
     def to_state(self) -> dict[str, Any]:
         """The GPU object of the state payload (design doc: State protocol)."""
@@ -131,6 +134,9 @@ class Gpu:
         if self.assigned is not None:
             # the payload's optional "assigned" (absent means unknown)
             state['assigned'] = self.assigned
+        if self.reserved_for is not None:
+            # optional: only reserved GPUs carry it
+            state['reserved_for'] = self.reserved_for
         # last: the scheduler's cache takes it out and back fastest there
         state['metrics'] = metrics
         return state

@@ -45,7 +45,7 @@ NOVA_DEFAULT_FILTERS = (
 PCI_FILTER = 'PciPassthroughFilter'
 GPU_FILTERS = (
     'GpuModelFilter', 'GpuMemoryFilter', 'GpuCapabilityFilter',
-    'GpuHealthFilter', 'GpuCandidateOrderFilter')
+    'GpuHealthFilter', 'GpuReservationFilter', 'GpuCandidateOrderFilter')
 AVAILABLE_FILTERS = (
     'nova.scheduler.filters.all_filters',
     'gpu_nova_ext.scheduler.filters.all_filters')

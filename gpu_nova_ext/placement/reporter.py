@@ -11,7 +11,10 @@ One :meth:`Reporter.report` call is the Placement part of an agent cycle:
    state, then write only what differs, each write generation-checked
    (a 409 re-reads and retries, keeping the other writer's traits);
 4. record on each :class:`~gpu_nova_ext.inventory.base.Gpu` the UUIDs of
-   the providers it backs and, for a ``passthrough`` GPU, whether they hold
+   the providers it backs, the project its providers are reserved for
+   (``Gpu.reserved_for``, from the ``CUSTOM_GPU_RESERVED_<project>`` trait
+   ``gpu-nova-ext reserve`` writes: read with the traits, no extra
+   request) and, for a ``passthrough`` GPU, whether they hold
    allocations (``Gpu.assigned``, one ``GET .../usages`` per provider).
 
 A cycle where nothing changed makes no write request.  Its reads: the
@@ -95,6 +98,8 @@ class Reporter:
         self._states: dict[str, _State] = {}
         self._known_traits: set[str] = set()
         self._known_classes: set[str] = set()
+        # provider UUID -> reserving projects, as last read
+        self._reserved: dict[str, frozenset[str]] = {}
         #: log each change at INFO (the daemon); the CLI prints them itself
         self.log_changes = True
 
@@ -236,6 +241,37 @@ class Reporter:
                     assigned = None
             gpu.assigned = assigned
 
+    def _record_reserved(self, inventory: base.HostInventory,
+                         result: ReportResult) -> None:
+        """Set ``Gpu.reserved_for`` from its providers' traits.
+
+        The traits are those read (or written) this cycle; a provider whose
+        traits could not be read this cycle keeps what was read last (a
+        failed read never lifts a reservation).  PCI-in-Placement providers
+        are not read (Nova rewrites their traits, so they never hold a
+        reservation).  Providers of one GPU reserved for different
+        projects: the first project in sorted order, with a warning.
+        """
+        for gpu in inventory.gpus:
+            projects: set[str] = set()
+            for uuid in gpu.provider_uuids:
+                state = self._states.get(uuid)
+                if state is not None and state.traits is not None:
+                    self._reserved[uuid] = frozenset(
+                        p for p in map(naming.reservation_project,
+                                       state.traits) if p is not None)
+                projects.update(self._reserved.get(uuid, ()))
+            gpu.reserved_for = min(projects) if projects else None
+            if len(projects) > 1:
+                warning = ('GPU %s: its providers are reserved for several '
+                           'projects (%s); %s is sent to the schedulers. '
+                           'Run gpu-nova-ext reserve --list and unreserve '
+                           'all but one.' % (gpu.pci_address,
+                                             ', '.join(sorted(projects)),
+                                             gpu.reserved_for))
+                LOG.warning('%s', warning)
+                result.warnings.append(warning)
+
     def _skip(self, result, name, exc):
         if isinstance(exc, exception.PlacementInvalidResponse):
             LOG.error('Skipping provider %(name)s this cycle: %(err)s',
@@ -311,6 +347,7 @@ class Reporter:
             gpu.provider_uuids = [
                 uuids[n] for n in desired.gpu_providers.get(
                     gpu.pci_address, []) if n in uuids]
+        self._record_reserved(inventory, result)
         self._record_assigned(inventory, {
             p.uuid: p.used for p in existing if p.used is not None})
         result.writes = self.client.writes - writes_before

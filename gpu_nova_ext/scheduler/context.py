@@ -48,6 +48,7 @@ class RequestContext:
     oldest: float              # receive time before which state is missing
     fail_missing: bool         # hard filters reject hosts without state
     policy: str                # intra-host policy (flavor or option)
+    project_id: str | None = None  # the request's project (reservations)
     logged: set = dataclasses.field(default_factory=set)
     # compute node UUID -> record or None
     hosts: dict = dataclasses.field(default_factory=dict)
@@ -108,10 +109,18 @@ def request_context(spec_obj: Any) -> RequestContext:
         request=req, cache=cache, flavor=flavor, now=now,
         oldest=now - cache.ttl,
         fail_missing=fail_missing(group.missing_state_policy, req),
-        policy=req.intra_host_policy or group.intra_host_policy)
+        policy=req.intra_host_policy or group.intra_host_policy,
+        project_id=_project_id(spec_obj))
     with _contexts_lock:
         _contexts[spec_obj] = ctx
     return ctx
+
+
+def _project_id(spec_obj: Any) -> str | None:
+    """The RequestSpec's project id, None when it has none."""
+    if spec_obj.obj_attr_is_set('project_id'):
+        return spec_obj.project_id or None
+    return None
 
 
 _missing_lock = threading.Lock()

@@ -60,6 +60,11 @@ class GpuFilter(filters.BaseHostFilter, filters.CandidateFilterMixin):
     def constraint(self, req: gpu_request.GpuRequest) -> Any:
         raise NotImplementedError()
 
+    def request_constraint(self, ctx: request_context.RequestContext
+                           ) -> Any:
+        """The constraint of a request; by default of its extra specs."""
+        return self.constraint(ctx.request)
+
     def fact_passes(self, fact: Any, constraint: Any) -> bool:
         raise NotImplementedError()
 
@@ -81,7 +86,7 @@ class GpuFilter(filters.BaseHostFilter, filters.CandidateFilterMixin):
         if errors:
             request_context.log_spec_errors(ctx, name, errors)
             return []
-        constraint = self.constraint(req)
+        constraint = self.request_constraint(ctx)
         if constraint is None:
             return filter_obj_list
         return self._filter(list(filter_obj_list), ctx, constraint, name)

@@ -35,6 +35,7 @@ import os_traits
 from oslo_config import cfg
 
 from gpu_nova_ext import conf as gconf
+from gpu_nova_ext.simulate import reservations
 from gpu_nova_ext.simulate import scenario as scn
 
 NOVA_FILTERS = 'nova.scheduler.filters.all_filters'
@@ -43,7 +44,7 @@ NOVA_WEIGHERS = 'nova.scheduler.weights.all_weighers'
 GPU_WEIGHERS = 'gpu_nova_ext.scheduler.weighers.all_weighers'
 GPU_FILTER_NAMES = ['GpuModelFilter', 'GpuMemoryFilter',
                     'GpuCapabilityFilter', 'GpuHealthFilter',
-                    'GpuCandidateOrderFilter']
+                    'GpuReservationFilter', 'GpuCandidateOrderFilter']
 # Nova needs PciPassthroughFilter for flavors with pci_passthrough:alias,
 # PCI in Placement or not (nova's PCI passthrough guide).
 PCI_FILTER = 'PciPassthroughFilter'
@@ -98,7 +99,8 @@ class NovaConfig:
                 'available_filters': [NOVA_FILTERS, GPU_FILTERS],
                 'enabled_filters': (
                     nova_defaults + [PCI_FILTER] +
-                    (GPU_FILTER_NAMES if ours else [])),
+                    (GPU_FILTER_NAMES if ours else []) +
+                    reservations.extra_filters(self.scenario)),
                 'weight_classes': [NOVA_WEIGHERS] + (
                     [GPU_WEIGHERS] if ours else []),
                 'pci_in_placement': True,

@@ -8,6 +8,7 @@ import csv
 import io
 import json
 
+from gpu_nova_ext.simulate import reservations
 from gpu_nova_ext.simulate import result as runner
 
 # Weight differences smaller than this are left out of the table (the
@@ -132,7 +133,7 @@ def to_table(results: list[runner.Result]) -> str:
     else:
         out.append('%d GPUs: per-GPU rows are in --format json.'
                    % len(result.occupancy))
-    out += _missing(result)
+    out += _missing(result) + reservations.table(result)
     if scenario.workload is not None or len(result.servers) > MAX_ROWS:
         out += [''] + _summary(result)
     return '\n'.join(out)

@@ -138,7 +138,7 @@ class Controller:
                             if rp in src.gpu_of_provider})
         dest, allocations, error = sim.sched.move(
             instance_uuid, instance.flavor, src,
-            cold=d.action == policy.COLD)
+            cold=d.action == policy.COLD, project=sim.projects.get(name))
         if error:
             self._record(d, 'failed', error=error, from_gpus=from_gpus)
             return

@@ -23,14 +23,18 @@ class ServerResult:
     step: int = 0                    # index in the scenario's boots:
     #: requested GPU units so far, in % of the cloud's GPU capacity
     arrived_pct: float = 0.0
+    project: str | None = None       # the boot's project: (reservations)
 
     def to_dict(self) -> dict[str, Any]:
         if self.error is not None:
             return {'server': self.server, 'flavor': self.flavor,
                     'error': self.error}
-        return {'server': self.server, 'flavor': self.flavor,
-                'host': self.host, 'gpus': list(self.gpus),
-                'weights': dict(self.weights)}
+        out = {'server': self.server, 'flavor': self.flavor,
+               'host': self.host, 'gpus': list(self.gpus),
+               'weights': dict(self.weights)}
+        if self.project is not None:
+            out['project'] = self.project
+        return out
 
 
 @dataclasses.dataclass
@@ -132,4 +136,7 @@ class Result:
             out['remediation'] = [m.to_dict() for m in self.moves]
         if self.policy is not None:
             out['policy'] = self.policy
+        if self.scenario.reservations:
+            from gpu_nova_ext.simulate import reservations
+            out['reservations'] = reservations.summary(self)
         return out

@@ -46,6 +46,7 @@ from gpu_nova_ext.simulate import metrics
 from gpu_nova_ext.simulate import nova_env
 from gpu_nova_ext.simulate import nova_handlers
 from gpu_nova_ext.simulate import remediation
+from gpu_nova_ext.simulate import reservations as sim_reservations
 from gpu_nova_ext.simulate import result as res
 from gpu_nova_ext.simulate import scenario as scn
 from gpu_nova_ext.simulate import scheduling
@@ -84,6 +85,7 @@ class Simulation(flows.HealthFlow):
         self._servers: dict[str, tuple[str, str]] = {}   # name -> host, uuid
         self.servers = self._servers
         self.metadata: dict[str, dict[str, str]] = {}    # name -> metadata
+        self.projects: dict[str, str] = {}               # name -> project
         self.remediation = None
         self._judging: set[str] = set()   # hosts whose judge may change
         self._expiry: dict[int, list[str]] = {}          # step -> servers
@@ -189,6 +191,7 @@ class Simulation(flows.HealthFlow):
                 if host.health.active():
                     self._judging.add(host.name)
                 host.create_providers(writer)
+                sim_reservations.apply(self.scenario, host)
                 report, payload = host.cycle(self.clock.wall())
                 self._cast(cache, host)
                 if lines:
@@ -257,9 +260,12 @@ class Simulation(flows.HealthFlow):
                 for _ in range(step.count):
                     self._tick(result, cache)
                     server = self._boot(result, cache, step.flavor,
-                                        step.name, step.lifetime, step.index)
+                                        step.name, step.lifetime, step.index,
+                                        step.project)
                     if step.metadata and not server.error:
                         self.metadata[server.server] = dict(step.metadata)
+                    if step.project and not server.error:
+                        self.projects[server.server] = step.project
                 continue
             self._tick(result, cache)
             if isinstance(step, st.Delete):
@@ -298,10 +304,11 @@ class Simulation(flows.HealthFlow):
 
     def _boot(self, result: res.Result, cache, flavor_name: str,
               prefix: str | None, lifetime: int | None,
-              index: int | None) -> res.ServerResult:
+              index: int | None, project: str | None = None
+              ) -> res.ServerResult:
         flavor = self.scenario.flavors[flavor_name]
         server = res.ServerResult(server=self._name(prefix or flavor.name),
-                                  flavor=flavor.name,
+                                  flavor=flavor.name, project=project,
                                   step=len(self.scenario.steps)
                                   if index is None else index)
         server.arrived_pct = self.meter.arrive(flavor)
@@ -347,6 +354,7 @@ class Simulation(flows.HealthFlow):
         """
         host_name, instance_uuid = self._servers.pop(name)
         self.metadata.pop(name, None)
+        self.projects.pop(name, None)
         host = self.hosts[host_name]
         self.meter.consumed(host, instance_uuid, -1)
         self.sched.delete(instance_uuid, host_name)

@@ -26,6 +26,7 @@ from gpu_nova_ext.simulate import conf_keys
 from gpu_nova_ext.simulate import host_xml
 from gpu_nova_ext.simulate import hostgen
 from gpu_nova_ext.simulate import remediation_spec
+from gpu_nova_ext.simulate import reservations as sim_reservations
 from gpu_nova_ext.simulate import steps
 
 SCENARIO_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)),
@@ -33,7 +34,8 @@ SCENARIO_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)),
 DEFAULT_SCENARIO = os.path.join(SCENARIO_DIR, 'default.yaml')
 
 TOP_KEYS = ('description', 'nova_conf', 'hosts', 'flavors', 'boots',
-            'workload', 'step_seconds', 'remediation', 'agent_conf')
+            'workload', 'step_seconds', 'remediation', 'agent_conf',
+            'reservations')
 HOST_KEYS = ('name', 'count', 'libvirt_xml', 'libvirt_xml_inline', 'vcpus',
              'memory_mb', 'disk_gb', 'cpu_allocation_ratio',
              'ram_allocation_ratio', 'disk_allocation_ratio',
@@ -108,6 +110,8 @@ class Scenario:
         default_factory=dict)
     #: our filters and weighers on (``--compare``'s "nova" turns them off)
     gpu_plugins: bool = True
+    #: ``reservations:`` (simulate/reservations.py)
+    reservations: list = dataclasses.field(default_factory=list)
     #: name -> host, built on first use
     _by_name: dict[str, Host] | None = None
 
@@ -191,6 +195,8 @@ def from_dict(data: Any, path: str) -> Scenario:
     if data.get('remediation') is not None:
         scenario.remediation = remediation_spec.parse(
             check, data['remediation'])
+    scenario.reservations = sim_reservations.parse(
+        check, data.get('reservations'), scenario)
     boots_data = data.get('boots') or []
     if not isinstance(boots_data, list):
         raise check.fail('boots', 'expected a list of boots and events')

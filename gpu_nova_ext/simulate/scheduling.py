@@ -67,6 +67,8 @@ class Scheduling:
         """
         instance_uuid = str(uuid.uuid4())
         spec = nova_env.request_spec(self.ctx, flavor, instance_uuid)
+        if server.project:
+            spec.project_id = server.project
         state, alloc_req, ordered, error = self._schedule(spec,
                                                           instance_uuid)
         if error:
@@ -80,7 +82,7 @@ class Scheduling:
         return host, instance_uuid
 
     def move(self, instance_uuid: str, flavor: scn.Flavor, source,
-             cold: bool = False):
+             cold: bool = False, project: str | None = None):
         """Migrate a server off ``source`` through the scheduler.
 
         As Nova's conductor does for a live or cold migration: the
@@ -105,6 +107,8 @@ class Scheduling:
             return None, None, ('Placement refused to move the allocations '
                                 'of %s to its migration' % instance_uuid)
         spec = nova_env.request_spec(ctx, flavor, instance_uuid)
+        if project:                  # the server's own (reservations)
+            spec.project_id = project
         if not (cold and self.scheduler.conf.allow_resize_to_same_host):
             spec.ignore_hosts = [source.name]
         state, alloc_req, _, error = self._schedule(spec, instance_uuid)

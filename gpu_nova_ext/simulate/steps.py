@@ -26,7 +26,7 @@ from gpu_nova_ext.inventory import simulated
 from gpu_nova_ext.simulate import checks
 from gpu_nova_ext.simulate import remediation_spec
 
-BOOT_KEYS = ('flavor', 'count', 'name', 'lifetime', 'metadata')
+BOOT_KEYS = ('flavor', 'count', 'name', 'lifetime', 'metadata', 'project')
 EVENT_KEYS = ('host', 'gpu', 'health', 'reasons', 'metrics', 'xids',
               'agent')
 WORKLOAD_KEYS = ('flavors', 'seed', 'lifetime', 'until', 'max_servers')
@@ -48,6 +48,7 @@ class Boot:
     lifetime: int | None = None   # steps until the server is deleted
     #: Nova server metadata (``gpu_nova_ext:remediation: never``)
     metadata: dict[str, str] = dataclasses.field(default_factory=dict)
+    project: str | None = None    # the RequestSpec's project (reservations)
 
 
 @dataclasses.dataclass
@@ -113,7 +114,9 @@ def parse_step(check: checks.Checker, item: Any, index: int,
                 count=check.integer(item.get('count', 1), entry + '.count',
                                     1, MAX_COUNT),
                 name=name, index=index, lifetime=lifetime,
-                metadata=metadata)
+                metadata=metadata,
+                project=check.string(item['project'], entry + '.project')
+                if 'project' in item else None)
 
 
 def _flavor_name(check, value, entry, scenario) -> str:

@@ -31,7 +31,12 @@ FAMILY_MODEL = 'model'
 FAMILY_MEMORY = 'memory'
 FAMILY_CAPABILITY = 'capability'
 FAMILY_HEALTH = 'health'
-FAMILIES = (FAMILY_MODEL, FAMILY_MEMORY, FAMILY_CAPABILITY, FAMILY_HEALTH)
+# the project a GPU is reserved for (None: not reserved)
+FAMILY_RESERVATION = 'reservation'
+FAMILIES = (FAMILY_MODEL, FAMILY_MEMORY, FAMILY_CAPABILITY, FAMILY_HEALTH,
+            FAMILY_RESERVATION)
+_FACT_FAMILIES = (FAMILY_MODEL, FAMILY_MEMORY, FAMILY_CAPABILITY,
+                  FAMILY_RESERVATION)
 
 ORDER_LAST = float('inf')
 INTRA_HOST_POLICIES = ('pack', 'spread', 'coolest', 'least_loaded')
@@ -70,6 +75,7 @@ class GpuFacts:
     unit_per_instance: float          # GPU equivalents one instance takes
     # free only when not assigned: a whole GPU without vGPU capacity data
     whole: bool
+    reserved_for: str | None          # project id (gpu-nova-ext reserve)
     source: dict                      # the validated facts object
 
     def fact(self, family: str) -> Any:
@@ -78,6 +84,8 @@ class GpuFacts:
             return (self.vendor, self.model, self.mode, self.vgpu_type_keys)
         if family == FAMILY_MEMORY:
             return self.effective_memory_mib
+        if family == FAMILY_RESERVATION:
+            return self.reserved_for
         return (self.cuda_cc, self.driver)
 
 
@@ -132,13 +140,13 @@ def gpu_facts(index: int, gpu: dict) -> GpuFacts:
         driver=parse_version(gpu.get('driver_version')),
         cuda_cc=parse_version(gpu.get('cuda_cc')),
         capacity=capacity, unit_per_instance=per_instance, whole=whole,
-        source=gpu)
+        reserved_for=gpu.get('reserved_for') or None, source=gpu)
 
 
 def _groups(gpus) -> dict[str, dict[Any, tuple[str, ...]]]:
     """family -> {fact: provider UUIDs} of the fact families."""
     out = {}
-    for family in (FAMILY_MODEL, FAMILY_MEMORY, FAMILY_CAPABILITY):
+    for family in _FACT_FAMILIES:
         groups: dict[Any, tuple[str, ...]] = {}
         for gpu in gpus:
             fact = gpu.fact(family)
@@ -160,6 +168,12 @@ class HostFacts:
     by_provider: dict[str, GpuFacts]
     # family -> {fact: provider UUIDs of the GPUs with that fact}
     groups: dict[str, dict[Any, tuple[str, ...]]]
+
+    def reserved_providers(self, project: str | None) -> tuple[str, ...]:
+        """Provider UUIDs of the GPUs reserved for ``project``."""
+        if not project:
+            return ()
+        return self.groups[FAMILY_RESERVATION].get(project, ())
 
     def names(self) -> tuple[str, ...]:
         """What the host is looked up by: root provider, node, host."""

@@ -50,6 +50,8 @@ MAX_NUMBER = 1e15
 #: seconds since the epoch (year 5138)
 MAX_TIME = 1e11
 MAX_SEQ = 2 ** 63 - 1
+#: a project id (Keystone's are 32 hex digits; naming allows 64)
+MAX_PROJECT_ID = 64
 
 #: metric name -> (min, max): what schedulers use, sent in every metrics
 #: message.  The full metric set goes to Prometheus, not here.
@@ -127,6 +129,11 @@ GPU_FACTS = {
         'mig': {'type': ['object', 'null'],
                 'properties': {'capable': _BOOL, 'enabled': _BOOL},
                 'additionalProperties': _EXTRA},
+        # the project the GPU is reserved for (gpu-nova-ext reserve);
+        # absent or null: not reserved
+        'reserved_for': {'type': ['string', 'null'], 'minLength': 1,
+                         'maxLength': MAX_PROJECT_ID,
+                         'pattern': r'^[^\s]+$'},
     },
     'additionalProperties': _EXTRA,
 }

@@ -17,6 +17,16 @@ def _sort(cands, ranks):
     cands.sort(key=rank)
 
 
+def _owner_first(ranks, best, mine):
+    """The policy's order with the project's reserved GPUs first."""
+    shift = len(best) + 1
+    ranks = {rp: rank if rp in mine else rank + shift
+             for rp, rank in ranks.items()}
+    best = tuple(rp for rp in best if rp in mine) + tuple(
+        rp for rp in best if rp not in mine)
+    return ranks, best
+
+
 class GpuCandidateOrderFilter(filtering.GpuFilter):
     """Put the candidate of each host's preferred GPU first.
 
@@ -26,9 +36,10 @@ class GpuCandidateOrderFilter(filtering.GpuFilter):
     ``[gpu_scheduler] intra_host_policy``) prefers: ``pack`` (least free
     capacity left), ``spread`` (most), ``coolest`` (most thermal headroom)
     or ``least_loaded`` (lowest utilization); healthy GPUs before degraded
-    ones, those before unhealthy ones.  The candidates of the first GPU or
-    two in that order are looked for; when none has a candidate, every
-    candidate is ranked and the list sorted.
+    ones, those before unhealthy ones; the GPUs reserved for the
+    request's project (``gpu-nova-ext reserve``) before all others.  The
+    candidates of the first GPU or two in that order are looked for; when
+    none has a candidate, every candidate is ranked and the list sorted.
     """
 
     RUN_ON_REBUILD = False
@@ -47,6 +58,9 @@ class GpuCandidateOrderFilter(filtering.GpuFilter):
             if record is None:
                 continue
             ranks, best = record.order(policy)
+            mine = record.facts.reserved_providers(ctx.project_id)
+            if mine:
+                ranks, best = _owner_first(ranks, best, frozenset(mine))
             for rp in best[:_PROBES]:
                 for i, cand in enumerate(cands):
                     if rp in cand['allocations']:

@@ -41,7 +41,8 @@ CONF = nova_conf.CONF
 IMAGE = '155d900f-4e14-4e4c-a73d-069cbf4541e6'
 
 GPU_FILTERS = ['GpuModelFilter', 'GpuMemoryFilter', 'GpuCapabilityFilter',
-               'GpuHealthFilter', 'GpuCandidateOrderFilter']
+               'GpuHealthFilter', 'GpuReservationFilter',
+               'GpuCandidateOrderFilter']
 
 # The two mdev-capable pGPUs fakelibvirt gives a host (num_mdevcap=2).
 PGPU0 = '0000:81:00.0'

@@ -38,7 +38,8 @@ def gpu_state(host: str, i: int, model: str = 'A100_80GB_PCIE',
               driver: str | None = '550.54.15',
               cuda_cc: str | None = '8.0', assigned: bool | None = None,
               vgpu_type: str = 'nvidia-471',
-              vgpu_name: str = 'A100D-10C') -> dict:
+              vgpu_name: str = 'A100D-10C',
+              reserved_for: str | None = None) -> dict:
     """One GPU object of a state payload; provider = rp_uuid(host, pci)."""
     address = pci(i)
     gpu = {
@@ -63,6 +64,8 @@ def gpu_state(host: str, i: int, model: str = 'A100_80GB_PCIE',
     }
     if assigned is not None:
         gpu['assigned'] = assigned
+    if reserved_for is not None:
+        gpu['reserved_for'] = reserved_for
     return gpu
 
 
@@ -134,7 +137,8 @@ def aggregate(name: str, hosts: list[str], metadata: dict):
 
 def request_spec(extra_specs: dict | None = None, vcpus: int = 4,
                  memory_mb: int = 8192, disk_gb: int = 40,
-                 rebuild: bool = False) -> objects.RequestSpec:
+                 rebuild: bool = False,
+                 project_id: str = 'p') -> objects.RequestSpec:
     flavor = objects.Flavor(
         id=1, flavorid='f1', name='f1', vcpus=vcpus, memory_mb=memory_mb,
         root_gb=disk_gb, ephemeral_gb=0, swap=0, rxtx_factor=1.0,
@@ -142,7 +146,7 @@ def request_spec(extra_specs: dict | None = None, vcpus: int = 4,
         extra_specs=dict(extra_specs or {}))
     hints = {'_nova_check_type': ['rebuild']} if rebuild else {}
     return objects.RequestSpec(
-        instance_uuid=str(uuid.uuid4()), project_id='p', user_id='u',
+        instance_uuid=str(uuid.uuid4()), project_id=project_id, user_id='u',
         flavor=flavor, num_instances=1, scheduler_hints=hints,
         image=objects.ImageMeta.from_dict({'properties': {}}),
         instance_group=None, pci_requests=objects.InstancePCIRequests(

@@ -31,8 +31,8 @@ class TestAllWeighers(WeigherTestCase):
     def test_stevedore_namespace(self):
         self.assertEqual(
             ['GpuCapabilityWeigher', 'GpuHostAvoidanceWeigher',
-             'GpuPackingWeigher', 'GpuPowerWeigher', 'GpuThermalWeigher',
-             'GpuUtilizationWeigher'],
+             'GpuPackingWeigher', 'GpuPowerWeigher', 'GpuReservationWeigher',
+             'GpuThermalWeigher', 'GpuUtilizationWeigher'],
             sorted(c.__name__ for c in gpu_weighers.all_weighers()))
 
 

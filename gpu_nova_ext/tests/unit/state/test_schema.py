@@ -57,6 +57,10 @@ MUTATIONS = [
     (('gpus', 0, 'metrics'), [1]),
     (('gpus', 1, 'pci_address'), no.pci(0)),
     (('gpus', 1, 'metrics', 'odd'), {1, 2}),
+    (('gpus', 0, 'reserved_for'), ''),
+    (('gpus', 0, 'reserved_for'), 'p' * 65),
+    (('gpus', 0, 'reserved_for'), 'two words'),
+    (('gpus', 0, 'reserved_for'), 7),
 ]
 
 
@@ -73,6 +77,9 @@ class TestProblem(testtools.TestCase):
                 gpu[key] = None
         p['agent_mode'] = p['root_provider_uuid'] = p['nodename'] = None
         p['later_field'] = 'a scalar'     # a later 1.x agent's
+        self.assertIsNone(schema.problem(p, 64))
+        p['gpus'][0]['reserved_for'] = '6f70656e737461636b20342065766572'
+        p['gpus'][1]['reserved_for'] = None
         self.assertIsNone(schema.problem(p, 64))
 
     def test_every_mutation_is_refused_with_its_place(self):

@@ -1,0 +1,107 @@
+"""The scenario key ``reservations:`` end to end (issue 20.3): the real
+reserve code writes the trait into the embedded Placement, the agent's
+cycle reads it, the scheduler's filters and weighers act on it."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import testtools
+import yaml
+
+TIMEOUT = 120
+
+SCENARIO = {
+    'description': 'one A100 of cmp-1 kept for team-a, cmp-2 for team-b',
+    'hosts': [{'name': name, 'gpus': [
+        {'model': 'A100_80GB_PCIE', 'count': 2, 'mode': 'vgpu',
+         'vgpu_type': 'nvidia-471', 'vgpu_name': 'A100D-10C'}]}
+        for name in ('cmp-1', 'cmp-2')],
+    'flavors': [{'name': 'vgpu', 'vcpus': 4, 'ram_mb': 8192,
+                 'extra_specs': {'resources:VGPU': '1'}}],
+    'reservations': [
+        {'project': 'team-a', 'host': 'cmp-1', 'gpu': '0000:12:00.0'},
+        {'project': 'team-b', 'host': 'cmp-2'}],
+    'boots': [{'flavor': 'vgpu', 'count': 2, 'project': 'team-c',
+               'name': 'c'},
+              {'flavor': 'vgpu', 'count': 2, 'project': 'team-a',
+               'name': 'a'},
+              {'flavor': 'vgpu', 'count': 1, 'project': 'team-b',
+               'name': 'b'}],
+}
+
+
+def _simulate(scenario, *args):
+    with tempfile.NamedTemporaryFile('w', suffix='.yaml',
+                                     delete=False) as f:
+        yaml.safe_dump(scenario, f)
+    try:
+        proc = subprocess.run(
+            [sys.executable, '-m', 'gpu_nova_ext.cmd.cli', 'simulate',
+             f.name] + list(args), capture_output=True, text=True,
+            timeout=TIMEOUT)
+    finally:
+        os.unlink(f.name)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+class TestReservations(testtools.TestCase):
+
+    def test_reserved_gpu_and_host_go_to_their_projects(self):
+        rc, out, err = _simulate(SCENARIO, '--format', 'json')
+        self.assertEqual(0, rc, err)
+        data = json.loads(out)
+        where = {p['server']: (p['host'], p['gpus'], p.get('project'))
+                 for p in data['placements']}
+        # team-c: never on cmp-1's reserved GPU nor on team-b's host
+        for name in ('c-1', 'c-2'):
+            self.assertEqual(('cmp-1', ['0000:10:00.0'], 'team-c'),
+                             where[name])
+        # team-a: its GPU first, though binpacking prefers 10:00.0 now
+        for name in ('a-1', 'a-2'):
+            self.assertEqual(('cmp-1', ['0000:12:00.0'], 'team-a'),
+                             where[name])
+        self.assertEqual('cmp-2', where['b-1'][0])
+        rows = {(r['host'], r['gpu']): r for r in data['reservations']}
+        gpu = rows[('cmp-1', '0000:12:00.0')]
+        self.assertEqual((['a-1', 'a-2'], [], ['c-1', 'c-2']),
+                         (gpu['servers'], gpu['other_projects_servers'],
+                          gpu['kept_off']))
+        host = rows[('cmp-2', '(whole host)')]
+        self.assertEqual((['b-1'], []),
+                         (host['servers'], host['other_projects_servers']))
+
+    def test_table_shows_who_got_it(self):
+        rc, out, err = _simulate(SCENARIO)
+        self.assertEqual(0, rc, err)
+        self.assertIn('RESERVATIONS', out)
+        self.assertIn('cmp-1 0000:12:00.0 for team-a: its servers there: '
+                      'a-1, a-2; other projects\' servers there: none; kept '
+                      'off by GpuReservationFilter on that host: c-1, c-2',
+                      out)
+
+    def test_operator_filters_without_isolation_said(self):
+        scenario = dict(SCENARIO, nova_conf={'filter_scheduler': {
+            'enabled_filters': ['ComputeFilter', 'GpuReservationFilter']}})
+        rc, out, err = _simulate(scenario)
+        self.assertEqual(0, rc, err)
+        self.assertIn('NOT ENFORCED: AggregateMultiTenancyIsolation is not '
+                      'in nova_conf enabled_filters', out)
+
+    def test_bad_reservations_stop_before_any_boot(self):
+        for entry, says in (
+                ({'project': 'team-a', 'host': 'nosuch'},
+                 "unknown host 'nosuch'"),
+                ({'project': 'team-a', 'host': 'cmp-1',
+                  'gpu': '0000:3b:00.0'},
+                 'host cmp-1 has no GPU 0000:3b:00.0 (GPUs: 0000:10:00.0, '
+                 '0000:12:00.0)'),
+                ({'project': 'two words', 'host': 'cmp-1'},
+                 'reservations[0].project'),
+                ({'project': 'team-a', 'host': 'cmp-1', 'rack': 7},
+                 'rack')):
+            rc, out, err = _simulate(dict(SCENARIO, reservations=[entry]))
+            self.assertEqual(2, rc, entry)
+            self.assertIn(says, err)
+            self.assertEqual(1, len(err.strip().splitlines()), err)
