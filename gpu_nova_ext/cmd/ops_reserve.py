@@ -9,6 +9,7 @@ from oslo_config import cfg
 from gpu_nova_ext.cmd import ops_common
 from gpu_nova_ext import exception
 from gpu_nova_ext.operator import reservation
+from gpu_nova_ext.operator import reservation_hosts
 
 GPU_NOTE = ('other projects are kept off reserved GPUs by %s and the '
             'project goes there first by GpuReservationWeigher: both must be '
@@ -111,14 +112,18 @@ def _apply(args, conf, conn_factory, placement_factory, undo: bool) -> int:
                 lines += reservation.reserve_gpu(placement, args.project,
                                                  args.host, address, force)
     elif args.host:
-        lines = (reservation.unreserve_host(conn, args.project, args.host)
-                 if undo else reservation.reserve_host(
-                     conn, args.project, args.host, force))
+        if undo:
+            lines = reservation_hosts.unreserve_host(conn, args.project,
+                                                     args.host)
+        else:
+            lines = reservation_hosts.reserve_host(conn, args.project,
+                                                   args.host, force)
+    elif undo:
+        lines = reservation_hosts.unreserve_aggregate(conn, args.project,
+                                                      args.aggregate)
     else:
-        lines = (reservation.unreserve_aggregate(conn, args.project,
-                                                 args.aggregate)
-                 if undo else reservation.reserve_aggregate(
-                     conn, args.project, args.aggregate, force))
+        lines = reservation_hosts.reserve_aggregate(conn, args.project,
+                                                    args.aggregate, force)
     for line in lines:
         say(line)
     if not undo:
@@ -132,7 +137,7 @@ def run_list(args, conf, conn_factory=None, placement_factory=None) -> int:
     conn, placement = ops_common.connections(args, conf, conn_factory,
                                              placement_factory)
     found = (reservation.trait_reservations(placement, args.project)
-             + reservation.aggregate_reservations(conn, args.project))
+             + reservation_hosts.aggregate_reservations(conn, args.project))
     if args.format == 'json':
         json.dump({'reservations': [r.to_dict() for r in found]},
                   sys.stdout, indent=2, sort_keys=True)

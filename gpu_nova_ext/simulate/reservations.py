@@ -30,6 +30,7 @@ from typing import Any
 
 from gpu_nova_ext import exception
 from gpu_nova_ext.operator import reservation as op
+from gpu_nova_ext.operator import reservation_hosts as op_hosts
 
 KEYS = ('project', 'host', 'gpu')
 HOST_FILTER = op.HOST_FILTER
@@ -92,7 +93,7 @@ def parse(check, value: Any, scenario) -> list[Reserved]:
                                  gpu or name, owners[key]))
         owners[key] = project
         if gpu is None:
-            host.aggregates[op.aggregate_name(project)] = {
+            host.aggregates[op_hosts.aggregate_name(project)] = {
                 op.TENANT_KEY: project}
         out.append(Reserved(project=project, host=name, gpu=gpu))
     return out

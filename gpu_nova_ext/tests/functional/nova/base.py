@@ -70,6 +70,15 @@ def gpu(model: dict, health: str = 'healthy', metrics: dict | None = None,
     return facts
 
 
+def no_host_pci_sysfs(test) -> None:
+    """As Nova's own PCI functional tests: read no host sysfs."""
+    test.useFixture(fixtures.MockPatch(
+        'nova.pci.utils.is_physical_function', return_value=False))
+    test.useFixture(fixtures.MockPatch(
+        'nova.pci.utils.get_function_by_ifname',
+        return_value=(None, False)))
+
+
 def libvirt_test_xml(pci_info: fakelibvirt.HostPCIDevicesInfo,
                      mdev_info: fakelibvirt.HostMdevDevicesInfo | None = None
                      ) -> str:

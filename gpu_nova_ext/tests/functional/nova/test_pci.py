@@ -6,7 +6,6 @@ it: the agent's discovery of the host feeds ``gpu-nova-ext nova-conf``'s
 device_spec`` (per-model resource class, our static traits as tags) and
 ``alias`` configure nova-compute, nova-api and nova-scheduler here.
 """
-import fixtures
 from nova.tests.fixtures import libvirt as fakelibvirt
 from nova.tests.functional.libvirt import base as libvirt_base
 
@@ -34,12 +33,7 @@ class PciInPlacementGpuTest(base.GpuSchedulerMixin, base.GpuAgentMixin,
 
     def setUp(self):
         super().setUp()
-        # as Nova's own PCI functional tests: no host sysfs
-        self.useFixture(fixtures.MockPatch(
-            'nova.pci.utils.is_physical_function', return_value=False))
-        self.useFixture(fixtures.MockPatch(
-            'nova.pci.utils.get_function_by_ifname',
-            return_value=(None, False)))
+        base.no_host_pci_sysfs(self)
         pci_info = fakelibvirt.HostPCIDevicesInfo(
             num_pci=0, num_pfs=0, num_vfs=0)
         for slot, (product, name) in enumerate((

@@ -6,7 +6,6 @@ with ``[quota] driver = nova.quota.UnifiedLimitsDriver`` and oslo.limit
 reading that Keystone, Placement (usages), and the host's nova.conf from
 our generator (per-model resource classes).
 """
-import fixtures
 from keystoneauth1 import session as ks_session
 from keystoneauth1 import token_endpoint
 from nova import conf as nova_conf
@@ -66,12 +65,7 @@ class PassthroughQuotaTest(QuotaMixin, base.GpuSchedulerMixin,
 
     def setUp(self):
         super().setUp()
-        # as Nova's own PCI functional tests: no host sysfs
-        self.useFixture(fixtures.MockPatch(
-            'nova.pci.utils.is_physical_function', return_value=False))
-        self.useFixture(fixtures.MockPatch(
-            'nova.pci.utils.get_function_by_ifname',
-            return_value=(None, False)))
+        base.no_host_pci_sysfs(self)
         pci_info = fakelibvirt.HostPCIDevicesInfo(
             num_pci=0, num_pfs=0, num_vfs=0)
         devices = ([('20b5', 'GA100 [A100 PCIe 80GB]', base.A100)] * N_A100

@@ -243,12 +243,7 @@ class PassthroughRemediationTest(ops_base.OpsMixin, base.GpuSchedulerMixin,
 
     def setUp(self):
         super().setUp()
-        # as Nova's own PCI functional tests: no host sysfs
-        self.useFixture(fixtures.MockPatch(
-            'nova.pci.utils.is_physical_function', return_value=False))
-        self.useFixture(fixtures.MockPatch(
-            'nova.pci.utils.get_function_by_ifname',
-            return_value=(None, False)))
+        base.no_host_pci_sysfs(self)
         # as Nova's cold-migration tests: no instance disks to move
         self.useFixture(fixtures.MockPatch(
             'nova.virt.libvirt.LibvirtDriver._get_instance_disk_info',
