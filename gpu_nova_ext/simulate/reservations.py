@@ -127,9 +127,15 @@ def _not_enforced(scenario, whole_host: bool) -> str | None:
 
 
 def summary(result) -> list[dict]:
-    """Per reservation: who got it, who was kept off."""
+    """Per reservation: who got it, who was kept off.
+
+    A server remediation moved counts where its last move took it.
+    """
     from gpu_nova_ext.simulate import nova_env
     scenario = result.scenario
+    # where remediation moved a server (its last move), else where it booted
+    moved = {m.server: (m.to_host, m.to_gpus) for m in result.moves or ()
+             if m.outcome == 'moved'}
     out = []
     for r in getattr(scenario, 'reservations', ()):
         row = {'project': r.project, 'host': r.host,
@@ -142,8 +148,9 @@ def summary(result) -> list[dict]:
                 continue
             project = server.project or nova_env.PROJECT_ID
             mine = project == r.project
-            if server.host == r.host and (r.gpu is None
-                                          or r.gpu in server.gpus):
+            host, gpus = moved.get(server.server,
+                                   (server.host, server.gpus))
+            if host == r.host and (r.gpu is None or r.gpu in gpus):
                 row['servers' if mine else 'other_projects_servers'].append(
                     server.server)
             elif mine:

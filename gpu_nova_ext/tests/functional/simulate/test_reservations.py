@@ -105,3 +105,55 @@ class TestReservations(testtools.TestCase):
             self.assertEqual(2, rc, entry)
             self.assertIn(says, err)
             self.assertEqual(1, len(err.strip().splitlines()), err)
+
+
+MOVES = {
+    'description': 'remediation moves keep to the reservations',
+    'remediation': {'policy': 'migrate'},
+    'hosts': [{'name': name, 'gpus': [
+        {'model': 'A100_80GB_PCIE', 'count': 2, 'mode': 'vgpu',
+         'vgpu_type': 'nvidia-471', 'vgpu_instances': 1}]}
+        for name in ('cmp-1', 'cmp-2')],
+    'flavors': [{'name': 'vgpu', 'vcpus': 4, 'ram_mb': 8192,
+                 'extra_specs': {'resources:VGPU': '1'}}],
+    'reservations': [
+        {'project': 'team-a', 'host': 'cmp-2', 'gpu': '0000:10:00.0'},
+        {'project': 'team-b', 'host': 'cmp-2', 'gpu': '0000:12:00.0'}],
+    'boots': [{'flavor': 'vgpu', 'count': 2, 'project': 'team-a',
+               'name': 'a'},
+              {'flavor': 'vgpu', 'count': 1, 'project': 'team-c',
+               'name': 'c'},
+              {'delete': 'a-1'},
+              {'event': {'host': 'cmp-1', 'gpu': '0000:10:00.0',
+                         'health': 'unhealthy'}},
+              {'event': {'host': 'cmp-1', 'gpu': '0000:12:00.0',
+                         'health': 'unhealthy'}}],
+}
+
+
+class TestReservedMoves(testtools.TestCase):
+
+    def test_a_move_keeps_the_servers_project(self):
+        rc, out, err = _simulate(MOVES, '--format', 'json')
+        self.assertEqual(0, rc, err)
+        data = json.loads(out)
+        where = {p['server']: p['host'] for p in data['placements']}
+        # team-a's first server takes its reserved GPU, the second the
+        # shared host; team-c only fits on the shared host
+        self.assertEqual({'a-1': 'cmp-2', 'a-2': 'cmp-1', 'c-1': 'cmp-1'},
+                         {k: where[k] for k in ('a-1', 'a-2', 'c-1')})
+        moves = {m['server']: m for m in data['remediation']}
+        # a-2 moves onto team-a's GPU that a-1 left: the move is asked
+        # for the server's own project, as Nova's RequestSpec carries it
+        self.assertEqual(('moved', 'cmp-2', ['0000:10:00.0']),
+                         (moves['a-2']['outcome'], moves['a-2']['to_host'],
+                          moves['a-2']['to_gpus']))
+        # team-c may take neither reserved GPU: nowhere to go, said
+        self.assertEqual('failed', moves['c-1']['outcome'])
+        self.assertIn('GpuReservationFilter removed cmp-2',
+                      moves['c-1']['reason'])
+        # the reservation rows count a moved server where it went
+        rows = {(r['host'], r['gpu']): r for r in data['reservations']}
+        team_a = rows[('cmp-2', '0000:10:00.0')]
+        self.assertEqual((['a-1', 'a-2'], []),
+                         (team_a['servers'], team_a['own_servers_elsewhere']))
