@@ -182,6 +182,23 @@ class PassthroughQuotaTest(QuotaMixin, base.GpuSchedulerMixin,
                       "'H100'; known: A100_80GB_PCIE (passthrough), "
                       "L4 (passthrough).", str(exc))
 
+    def test_reserve_looks_the_project_up_in_keystone(self):
+        # gpu-nova-ext reserve asks the same real Keystone: an id it does
+        # not know is refused before anything is written
+        gpu = '0000:81:00.0'
+        exc = self.assertRaises(exception.GpuNovaExtException, self.cli,
+                                self.conf, 'reserve', '--project', 'f' * 32,
+                                '--host', HOST, '--gpu', gpu)
+        self.assertIn('Keystone has no such project', str(exc))
+        # a project Keystone knows passes that check and reaches Placement,
+        # which refuses a PCI-in-Placement GPU (nova-compute rewrites its
+        # traits): reserve the whole host instead
+        exc = self.assertRaises(exception.GpuNovaExtException, self.cli,
+                                self.conf, 'reserve', '--project',
+                                self.project.id, '--host', HOST, '--gpu', gpu)
+        self.assertNotIn('Keystone', str(exc))
+        self.assertIn('whole host', str(exc))
+
     def test_keystone_refusals_name_the_fix(self):
         # a project member, not an admin with system scope: Keystone's 403
         member = self.keystone.member_connection(self.project)
