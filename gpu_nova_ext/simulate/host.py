@@ -183,10 +183,12 @@ class SimulatedHost:
                         break
             lines += ['[devices]', 'enabled_mdev_types = %s'
                       % ','.join(self.spec.enabled_mdev_types)]
-            if len(self.spec.enabled_mdev_types) > 1:
+            rc = self.spec.vgpu_resource_class
+            if len(self.spec.enabled_mdev_types) > 1 or rc:
                 for mdev_type, addresses in by_type.items():
                     lines += ['[mdev_%s]' % mdev_type,
                               'device_addresses = %s' % ','.join(addresses)]
+                    lines += ['mdev_class = %s' % rc] if rc else []
         with open(self.nova_conf_path, 'w', encoding='utf-8') as f:
             f.write('\n'.join(lines) + '\n')
 
@@ -215,9 +217,11 @@ class SimulatedHost:
             for address, mdev_type in sorted(self.offered.items()):
                 total = next(t['available'] for t in self._mdev_types(address)
                              if t['id'] == mdev_type)
+                rc = spec.vgpu_resource_class or 'VGPU'
                 rp = novalike.create_pgpu_provider(
-                    client, self.nodename, self.root_uuid, address, total)
-                self.providers[rp] = (address, 'VGPU', total)
+                    client, self.nodename, self.root_uuid, address, total,
+                    resource_class=rc)
+                self.providers[rp] = (address, rc, total)
                 func = spec.function(address)
                 self._add_provider(func.parent or address, rp)
         elif spec.nova_gpu_mode == 'pci':

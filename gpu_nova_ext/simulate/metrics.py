@@ -171,6 +171,7 @@ class Meter:
 
     def summary(self, result) -> dict[str, Any]:
         placed = sum(1 for s in result.servers if not s.error)
+        refused = sum(1 for s in result.servers if s.quota)
         by_model: dict[str, list[float]] = {}
         busy_hosts = set()
         for gpu in self.gpus.values():
@@ -184,7 +185,8 @@ class Meter:
                        if h.used['instances']}
         return {
             'servers_placed': placed,
-            'servers_failed': len(result.servers) - placed,
+            'servers_failed': len(result.servers) - placed - refused,
+            'servers_refused_by_quota': refused,
             'servers_deleted': result.deleted,
             'hosts': len(self.hosts), 'gpus': len(self.gpus),
             'gpu_allocation_pct': self.allocation_pct,

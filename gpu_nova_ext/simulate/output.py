@@ -8,6 +8,7 @@ import csv
 import io
 import json
 
+from gpu_nova_ext.simulate import quotas
 from gpu_nova_ext.simulate import reservations
 from gpu_nova_ext.simulate import result as runner
 
@@ -133,7 +134,8 @@ def to_table(results: list[runner.Result]) -> str:
     else:
         out.append('%d GPUs: per-GPU rows are in --format json.'
                    % len(result.occupancy))
-    out += _missing(result) + reservations.table(result)
+    out += (_missing(result) + reservations.table(result)
+            + quotas.table(result.quotas or []))
     if scenario.workload is not None or len(result.servers) > MAX_ROWS:
         out += [''] + _summary(result)
     return '\n'.join(out)
@@ -167,6 +169,8 @@ def _summary(result: runner.Result) -> list[str]:
         ['servers placed / failed / deleted', '%d / %d / %d' % (
             s['servers_placed'], s['servers_failed'],
             s['servers_deleted'])],
+    ] + ([['servers refused by quota', str(s['servers_refused_by_quota'])]]
+         if s.get('servers_refused_by_quota') else []) + [
         ['GPU allocation rate', '%.1f%% of %d GPUs on %d hosts' % (
             s['gpu_allocation_pct'], s['gpus'], s['hosts'])],
         ['arrived load', '%.1f%%' % s['arrived_pct']],
@@ -252,7 +256,8 @@ def _servers(result: runner.Result) -> list[str]:
         last_step = server.step
         if server.error:
             rows.append([server.server, server.flavor, '-', '-',
-                         'ERROR: ' + server.error])
+                         ('REFUSED: ' if server.quota else 'ERROR: ')
+                         + server.error])
         else:
             rows.append([server.server, server.flavor, server.host,
                          ', '.join(server.gpus) or '-',

@@ -24,11 +24,15 @@ class ServerResult:
     #: requested GPU units so far, in % of the cloud's GPU capacity
     arrived_pct: float = 0.0
     project: str | None = None       # the boot's project: (reservations)
+    quota: bool = False              # refused by quota, never scheduled
 
     def to_dict(self) -> dict[str, Any]:
         if self.error is not None:
-            return {'server': self.server, 'flavor': self.flavor,
-                    'error': self.error}
+            out = {'server': self.server, 'flavor': self.flavor,
+                   'error': self.error}
+            if self.quota:
+                out['refused_by'] = 'quota'
+            return out
         out = {'server': self.server, 'flavor': self.flavor,
                'host': self.host, 'gpus': list(self.gpus),
                'weights': dict(self.weights)}
@@ -116,6 +120,8 @@ class Result:
         default_factory=list)
     #: remediation's moves (None: the scenario has no ``remediation:``)
     moves: list[MoveResult] | None = None
+    #: per limit of ``quotas:`` (None: the scenario has none)
+    quotas: list[dict] | None = None
     #: wall-clock and CPU seconds per phase (set-up, steps, occupancy)
     timings: dict[str, float] = dataclasses.field(default_factory=dict)
     cpu: dict[str, float] = dataclasses.field(default_factory=dict)
@@ -139,4 +145,6 @@ class Result:
         if self.scenario.reservations:
             from gpu_nova_ext.simulate import reservations
             out['reservations'] = reservations.summary(self)
+        if self.quotas is not None:
+            out['quotas'] = self.quotas
         return out

@@ -45,6 +45,7 @@ from gpu_nova_ext.simulate import host as sim_host
 from gpu_nova_ext.simulate import metrics
 from gpu_nova_ext.simulate import nova_env
 from gpu_nova_ext.simulate import nova_handlers
+from gpu_nova_ext.simulate import quotas as sim_quotas
 from gpu_nova_ext.simulate import remediation
 from gpu_nova_ext.simulate import reservations as sim_reservations
 from gpu_nova_ext.simulate import result as res
@@ -87,8 +88,15 @@ class Simulation(flows.HealthFlow):
         self.metadata: dict[str, dict[str, str]] = {}    # name -> metadata
         self.projects: dict[str, str] = {}               # name -> project
         self.remediation = None
+        self.sched: scheduling.Scheduling | None = None
         self._judging: set[str] = set()   # hosts whose judge may change
         self._expiry: dict[int, list[str]] = {}          # step -> servers
+
+    def _live_servers(self, project_id: str) -> int:
+        """The project's servers now (Nova counts instance mappings)."""
+        return sum(1 for name in self._servers
+                   if self.projects.get(name, nova_env.PROJECT_ID)
+                   == project_id)
 
     def run(self) -> res.Result:
         start = time.monotonic()
@@ -122,6 +130,12 @@ class Simulation(flows.HealthFlow):
             self.sched = scheduling.Scheduling(
                 self.scenario, scheduler, self.hosts, cache,
                 nova_env.report_client(endpoint, mount=placement.mount))
+            if self.scenario.quotas:
+                quotas = sim_quotas.Quotas(
+                    self.scenario, novaconf, self.sched.client,
+                    self.sched.ctx, self._live_servers)
+                quotas.start()
+                self.sched.quotas = quotas
             if self.scenario.remediation is not None:
                 self.remediation = remediation.Controller(
                     self.scenario.remediation, self)
@@ -129,6 +143,8 @@ class Simulation(flows.HealthFlow):
             t0, c0 = time.monotonic(), time.process_time()
             self._play(result, cache)
             result.timings['steps'] = time.monotonic() - t0
+            if self.sched.quotas is not None:
+                result.quotas = self.sched.quotas.summary()
             result.cpu['steps'] = time.process_time() - c0
             t0, c0 = time.monotonic(), time.process_time()
             result.occupancy = self._occupancy(cache)
@@ -136,6 +152,8 @@ class Simulation(flows.HealthFlow):
             result.timings['occupancy'] = time.monotonic() - t0
             result.cpu['occupancy'] = time.process_time() - c0
         finally:
+            if self.sched and self.sched.quotas is not None:
+                self.sched.quotas.stop()
             if cache is not None:
                 from gpu_nova_ext.state import cache as state_cache
                 state_cache.reset_cache()
@@ -317,7 +335,8 @@ class Simulation(flows.HealthFlow):
             result.missing_state.setdefault(name, self.step_no)
         result.servers.append(server)
         if server.error:
-            self.meter.failed(server, flavor)
+            if not server.quota:         # demand the scheduler never saw
+                self.meter.failed(server, flavor)
             result.curve.append(self.meter.point())
             self.progress('boot %s (%s): %s' % (server.server, server.flavor,
                                                 server.error))

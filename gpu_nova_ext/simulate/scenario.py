@@ -25,6 +25,7 @@ from gpu_nova_ext.simulate import checks
 from gpu_nova_ext.simulate import conf_keys
 from gpu_nova_ext.simulate import host_xml
 from gpu_nova_ext.simulate import hostgen
+from gpu_nova_ext.simulate import quotas as sim_quotas
 from gpu_nova_ext.simulate import remediation_spec
 from gpu_nova_ext.simulate import reservations as sim_reservations
 from gpu_nova_ext.simulate import steps
@@ -35,11 +36,12 @@ DEFAULT_SCENARIO = os.path.join(SCENARIO_DIR, 'default.yaml')
 
 TOP_KEYS = ('description', 'nova_conf', 'hosts', 'flavors', 'boots',
             'workload', 'step_seconds', 'remediation', 'agent_conf',
-            'reservations')
+            'reservations', 'quotas')
 HOST_KEYS = ('name', 'count', 'libvirt_xml', 'libvirt_xml_inline', 'vcpus',
              'memory_mb', 'disk_gb', 'cpu_allocation_ratio',
              'ram_allocation_ratio', 'disk_allocation_ratio',
              'nova_gpu_mode', 'enabled_mdev_types', 'pci_resource_class',
+             'vgpu_resource_class',
              'pci_traits', 'agent_mode', 'aggregates', 'gpus')
 FLAVOR_KEYS = ('name', 'vcpus', 'ram_mb', 'disk_gb', 'extra_specs')
 #: Most hosts of one kind (``count:``) and in a scenario.
@@ -71,6 +73,8 @@ class Host:
     nova_gpu_mode: str = 'vgpu'
     enabled_mdev_types: list[str] = dataclasses.field(default_factory=list)
     pci_resource_class: str | None = None
+    #: ``[mdev_<type>] mdev_class`` (None: Nova's VGPU)
+    vgpu_resource_class: str | None = None
     pci_traits: list[str] = dataclasses.field(default_factory=list)
     agent_mode: str = 'annotate'
     #: host aggregate name -> metadata (e.g. weigher multipliers)
@@ -112,6 +116,8 @@ class Scenario:
     gpu_plugins: bool = True
     #: ``reservations:`` (simulate/reservations.py)
     reservations: list = dataclasses.field(default_factory=list)
+    #: ``quotas:`` (simulate/quotas.py)
+    quotas: list = dataclasses.field(default_factory=list)
     #: name -> host, built on first use
     _by_name: dict[str, Host] | None = None
 
@@ -197,6 +203,7 @@ def from_dict(data: Any, path: str) -> Scenario:
             check, data['remediation'])
     scenario.reservations = sim_reservations.parse(
         check, data.get('reservations'), scenario)
+    scenario.quotas = sim_quotas.parse(check, data.get('quotas'))
     boots_data = data.get('boots') or []
     if not isinstance(boots_data, list):
         raise check.fail('boots', 'expected a list of boots and events')
@@ -313,14 +320,17 @@ def _host(check: checks.Checker, item: dict, entry: str, base: str,
                     'the XML <capability type="mdev_types"> or fix the name.'
                     % (mdev_type, source, ', '.join(sorted(offered))
                        or 'none'))
-    if 'pci_resource_class' in item:
-        rc = check.string(item['pci_resource_class'],
-                          entry + '.pci_resource_class').upper()
-        if not rc.startswith('CUSTOM_') and rc not in ('PGPU', 'VGPU'):
-            raise check.fail(entry + '.pci_resource_class', '%r is not a '
-                             'custom resource class; use CUSTOM_<NAME> '
-                             '(e.g. CUSTOM_GPU_H100) or PGPU' % rc)
-        host.pci_resource_class = rc
+    for key, example, nova in (('pci_resource_class', 'CUSTOM_GPU_H100',
+                                ('PGPU', 'VGPU')),
+                               ('vgpu_resource_class',
+                                'CUSTOM_VGPU_A100_80GB_PCIE', ('VGPU',))):
+        if key in item:
+            rc = check.string(item[key], entry + '.' + key).upper()
+            if not rc.startswith('CUSTOM_') and rc not in nova:
+                raise check.fail(entry + '.' + key, '%r is not a custom '
+                                 'resource class; use CUSTOM_<NAME> (e.g. '
+                                 '%s) or %s' % (rc, example, nova[0]))
+            setattr(host, key, rc)
     host.pci_traits = check.str_list(item.get('pci_traits') or [],
                                      entry + '.pci_traits')
     aggregates = check.mapping(item.get('aggregates') or {},

@@ -39,6 +39,8 @@ class Scheduling:
         #: hosts Placement offered for the last boot whose GPU state the
         #: scheduler's cache did not have (GPU filters exclude them)
         self.missing_state: list[str] = []
+        #: simulate/quotas.py's Quotas when the scenario has ``quotas:``
+        self.quotas = None
 
     def _roots(self) -> dict:
         if len(self.by_root) != len(self.hosts):
@@ -69,6 +71,11 @@ class Scheduling:
         spec = nova_env.request_spec(self.ctx, flavor, instance_uuid)
         if server.project:
             spec.project_id = server.project
+        if self.quotas is not None:      # nova-api's, before scheduling
+            server.error = self.quotas.check(spec)
+            if server.error:
+                server.quota = True
+                return None, None
         state, alloc_req, ordered, error = self._schedule(spec,
                                                           instance_uuid)
         if error:

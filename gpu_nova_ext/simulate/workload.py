@@ -33,7 +33,8 @@ class Generator:
     def done(self, server) -> bool:
         """Whether the stop condition holds after ``server``'s boot."""
         if self.work.until == st.UNTIL_FIRST_FAILURE:
-            if server.error and self.meter.needs_gpu(server.flavor):
+            if (server.error and not server.quota
+                    and self.meter.needs_gpu(server.flavor)):
                 self.reason = 'first GPU failure (%s, %s)' % (
                     server.server, server.flavor)
                 return True
