@@ -33,6 +33,8 @@ import yaml
 
 from gpu_nova_ext.agent import service
 from gpu_nova_ext import conf as gconf
+from gpu_nova_ext.inventory import manager
+from gpu_nova_ext.operator import nova_conf as nova_conf_gen
 from gpu_nova_ext.state import cache as state_cache
 from gpu_nova_ext.state import rpc
 
@@ -259,6 +261,42 @@ class GpuAgentMixin:
             self.addCleanup(agent.state_client.stop)
             self._agents[host] = agent
         return self._agents[host]
+
+    def start_pci_in_placement_host(self, host: str, devices) -> tuple:
+        """Start a host whose GPUs are passed through whole (PCI in Placement).
+
+        Set up as an operator does: the agent discovers it, ``gpu-nova-ext
+        nova-conf`` makes the ``[pci]`` drop-in (per-model resource class,
+        our static traits as tags), nova-compute starts with it, the agent
+        runs once.
+
+        ``devices``: (product id, product name, simulated GPU facts) per
+        slot of bus 0x81 (``0000:81:<slot>.0``).  Returns (drop-in, payload).
+        """
+        no_host_pci_sysfs(self)
+        pci_info = fakelibvirt.HostPCIDevicesInfo(
+            num_pci=0, num_pfs=0, num_vfs=0)
+        facts = {}
+        for slot, (product, name, gpu_facts) in enumerate(devices):
+            pci_info.add_device(
+                dev_type='PCI', bus=0x81, slot=slot, function=0,
+                iommu_group=40 + slot, numa_node=0, vend_id='10de',
+                vend_name='NVIDIA Corporation', prod_id=product,
+                prod_name=name, driver_name='vfio-pci')
+            facts['0000:81:%02x.0' % slot] = gpu_facts
+        self.pci_infos[host] = pci_info
+        self.gpu_facts[host] = facts
+        self._write_agent_files(host)
+        drop_in = nova_conf_gen.generate(
+            manager.discover(self.agent_conf(host)))
+        self.flags(group='pci', report_in_placement=True,
+                   device_spec=drop_in.values('pci', 'device_spec'),
+                   alias=drop_in.values('pci', 'alias'))
+        self.flags(group='filter_scheduler', pci_in_placement=True)
+        # passthrough device_specs carry no live_migratable tag, so an
+        # older libvirt/QEMU host (the harness default) starts too
+        self.start_compute(host, pci_info=pci_info)
+        return drop_in, self.run_agent(host)
 
     def run_agent(self, host: str) -> dict:
         """One agent cycle for ``host``; returns the payload the cache got."""

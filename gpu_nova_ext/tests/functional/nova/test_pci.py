@@ -6,11 +6,8 @@ it: the agent's discovery of the host feeds ``gpu-nova-ext nova-conf``'s
 device_spec`` (per-model resource class, our static traits as tags) and
 ``alias`` configure nova-compute, nova-api and nova-scheduler here.
 """
-from nova.tests.fixtures import libvirt as fakelibvirt
 from nova.tests.functional.libvirt import base as libvirt_base
 
-from gpu_nova_ext.inventory import manager
-from gpu_nova_ext.operator import nova_conf as nova_conf_gen
 from gpu_nova_ext.tests.functional.nova import base
 
 HOST = 'pci1'
@@ -33,37 +30,11 @@ class PciInPlacementGpuTest(base.GpuSchedulerMixin, base.GpuAgentMixin,
 
     def setUp(self):
         super().setUp()
-        base.no_host_pci_sysfs(self)
-        pci_info = fakelibvirt.HostPCIDevicesInfo(
-            num_pci=0, num_pfs=0, num_vfs=0)
-        for slot, (product, name) in enumerate((
-                ('20b5', 'GA100 [A100 PCIe 80GB]'),
-                ('20b5', 'GA100 [A100 PCIe 80GB]'),
-                ('27b8', 'AD104GL [L4]'))):
-            pci_info.add_device(
-                dev_type='PCI', bus=0x81, slot=slot, function=0,
-                iommu_group=40 + slot, numa_node=0, vend_id='10de',
-                vend_name='NVIDIA Corporation', prod_id=product,
-                prod_name=name, driver_name='vfio-pci')
-        self.pci_infos[HOST] = pci_info
-        self.gpu_facts[HOST] = {
-            A100_0: base.gpu(base.A100, metrics=HOT),
-            A100_1: base.gpu(base.A100, metrics=COOL),
-            L4_0: base.gpu(base.L4)}
-
-        # the operator's step: discover the host, generate nova.conf
-        self._write_agent_files(HOST)
-        inventory = manager.discover(self.agent_conf(HOST))
-        self.drop_in = nova_conf_gen.generate(inventory)
-        self.flags(group='pci', report_in_placement=True,
-                   device_spec=self.drop_in.values('pci', 'device_spec'),
-                   alias=self.drop_in.values('pci', 'alias'))
-        self.flags(group='filter_scheduler', pci_in_placement=True)
-
-        # Passthrough device_specs carry no live_migratable tag, so an
-        # older libvirt/QEMU host (the harness default) starts too.
-        self.start_compute(HOST, pci_info=pci_info)
-        self.payload = self.run_agent(HOST)
+        a100 = ('20b5', 'GA100 [A100 PCIe 80GB]')
+        self.drop_in, self.payload = self.start_pci_in_placement_host(HOST, (
+            a100 + (base.gpu(base.A100, metrics=HOT),),     # A100_0
+            a100 + (base.gpu(base.A100, metrics=COOL),),    # A100_1
+            ('27b8', 'AD104GL [L4]', base.gpu(base.L4))))   # L4_0
 
     def _rp(self, address):
         return '%s_%s' % (HOST, address.upper())

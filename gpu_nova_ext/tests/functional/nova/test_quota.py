@@ -65,31 +65,9 @@ class PassthroughQuotaTest(QuotaMixin, base.GpuSchedulerMixin,
 
     def setUp(self):
         super().setUp()
-        base.no_host_pci_sysfs(self)
-        pci_info = fakelibvirt.HostPCIDevicesInfo(
-            num_pci=0, num_pfs=0, num_vfs=0)
-        devices = ([('20b5', 'GA100 [A100 PCIe 80GB]', base.A100)] * N_A100
-                   + [('27b8', 'AD104GL [L4]', base.L4)])
-        facts = {}
-        for slot, (product, name, model) in enumerate(devices):
-            pci_info.add_device(
-                dev_type='PCI', bus=0x81, slot=slot, function=0,
-                iommu_group=40 + slot, numa_node=0, vend_id='10de',
-                vend_name='NVIDIA Corporation', prod_id=product,
-                prod_name=name, driver_name='vfio-pci')
-            facts['0000:81:%02x.0' % slot] = base.gpu(model)
-        self.pci_infos[HOST] = pci_info
-        self.gpu_facts[HOST] = facts
-        # the operator's step: discover the host, generate nova.conf
-        self._write_agent_files(HOST)
-        drop = nova_conf_gen.generate(
-            manager.discover(self.agent_conf(HOST)))
-        self.flags(group='pci', report_in_placement=True,
-                   device_spec=drop.values('pci', 'device_spec'),
-                   alias=drop.values('pci', 'alias'))
-        self.flags(group='filter_scheduler', pci_in_placement=True)
-        self.start_compute(HOST, pci_info=pci_info)
-        self.run_agent(HOST)
+        self.start_pci_in_placement_host(HOST, (
+            [('20b5', 'GA100 [A100 PCIe 80GB]', base.gpu(base.A100))] * N_A100
+            + [('27b8', 'AD104GL [L4]', base.gpu(base.L4))]))
 
     def test_fifth_a100_refused_l4_boots(self):
         rc, out = self.quota('set', '--project', self.project.name,
