@@ -35,8 +35,11 @@ from gpu_nova_ext.inventory import base
 from gpu_nova_ext import naming
 from gpu_nova_ext.placement import client as pclient
 from gpu_nova_ext.placement import translation
+from gpu_nova_ext.placement import writes
 
 LOG = logging.getLogger(__name__)
+_str = writes.as_str
+_int = writes.as_int
 
 
 @dataclasses.dataclass
@@ -56,13 +59,6 @@ class ReportResult:
     dry_run: bool = False
 
 
-@dataclasses.dataclass
-class _State:
-    generation: int
-    traits: frozenset[str] | None = None
-    inventories: dict[str, dict] | None = None
-
-
 def parse_reserved_gpus(values) -> set[str]:
     """``[agent] reserved_gpus`` -> normalized addresses, or InvalidOption."""
     out = set()
@@ -76,7 +72,7 @@ def parse_reserved_gpus(values) -> set[str]:
     return out
 
 
-class Reporter:
+class Reporter(writes.ProviderWrites):
     """Writes the difference between a HostInventory and Placement.
 
     :param conf: the agent's ConfigOpts (``[DEFAULT] host``,
@@ -95,7 +91,7 @@ class Reporter:
                 reason='expected one of %s' % ', '.join(translation.MODES))
         self.reserved_gpus = parse_reserved_gpus(conf.agent.reserved_gpus)
         self._root: translation.ExistingProvider | None = None
-        self._states: dict[str, _State] = {}
+        self._states: dict[str, writes.ProviderState] = {}
         self._known_traits: set[str] = set()
         self._known_classes: set[str] = set()
         # provider UUID -> reserving projects, as last read
@@ -158,7 +154,7 @@ class Reporter:
         cached = self._states.get(p.uuid)
         if cached is None or cached.generation != p.generation or (
                 inventories and cached.inventories is None):
-            cached = _State(p.generation)
+            cached = writes.ProviderState(p.generation)
             path = '/resource_providers/%s/traits' % p.uuid
             body = self.client.get(path, version=pclient.TRAITS_VERSION)
             try:
@@ -391,190 +387,3 @@ class Reporter:
                         skipped.add(p.name)
             desired = run()
         return desired
-
-    # -- writing -----------------------------------------------------------
-
-    def _ensure_traits(self, traits) -> None:
-        missing = sorted({t for t in traits if t.startswith('CUSTOM_')} -
-                         self._known_traits)
-        if not missing:
-            return
-        path = '/traits?name=in:%s' % ','.join(missing)
-        body = self.client.get(path, version=pclient.TRAITS_VERSION)
-        try:
-            present = set(body['traits'])
-        except (KeyError, TypeError) as exc:
-            raise self._invalid('GET', path, body, exc)
-        for trait in missing:
-            if trait not in present:
-                self.client.put('/traits/%s' % trait,
-                                version=pclient.TRAITS_VERSION)
-            self._known_traits.add(trait)
-
-    def _ensure_classes(self, classes) -> None:
-        for rc in sorted(set(classes) - self._known_classes):
-            self.client.put('/resource_classes/%s' % rc,
-                            version=pclient.RESOURCE_CLASS_VERSION)
-            self._known_classes.add(rc)
-
-    def _apply(self, d: translation.DesiredProvider, p, root_uuid, result,
-               dry_run):
-        if d.uuid is None:
-            self._create(d, root_uuid, result, dry_run)
-            if dry_run:
-                return
-            p = translation.ExistingProvider(
-                uuid=d.uuid, name=d.name, parent_uuid=root_uuid,
-                generation=0, traits=frozenset(), inventories={})
-            self._states[d.uuid] = _State(0, frozenset(), {})
-        if p is None:
-            return
-        self._write_traits(d, p, result, dry_run)
-        if d.inventories is not None:
-            self._write_inventories(d, p, result, dry_run)
-
-    def _create(self, d, root_uuid, result, dry_run):
-        result.changes.append('create provider %s (%s)' % (
-            d.name, _describe_inventory(d.inventories)))
-        if dry_run:
-            return
-        body = self.client.post(
-            '/resource_providers',
-            {'name': d.name, 'parent_provider_uuid': root_uuid},
-            version=pclient.PROVIDERS_VERSION)
-        try:
-            d.uuid = _str(body['uuid'])
-        except (KeyError, TypeError) as exc:
-            raise self._invalid('POST', '/resource_providers', body, exc)
-
-    def _write_traits(self, d, p, result, dry_run):
-        state = self._states[p.uuid]
-        new = translation.merge_traits(state.traits, d.traits, d.owned)
-        if new == state.traits:
-            return
-        added = sorted(new - state.traits)
-        removed = sorted(state.traits - new)
-        result.changes.append('%s: traits %s' % (d.name, ' '.join(
-            ['+' + t for t in added] + ['-' + t for t in removed])))
-        if dry_run:
-            return
-        path = '/resource_providers/%s/traits' % p.uuid
-        first = [True]
-
-        def build():
-            if not first[0]:
-                self._refresh(p.uuid, path)
-            first[0] = False
-            cur = self._states[p.uuid]
-            want = translation.merge_traits(cur.traits, d.traits, d.owned)
-            if want == cur.traits:
-                return None
-            return {'traits': sorted(want),
-                    'resource_provider_generation': cur.generation}
-
-        body = self.client.write_generation_checked(
-            'PUT', path, build, version=pclient.TRAITS_VERSION)
-        if body is not None:
-            state = self._states[p.uuid]
-            try:
-                state.traits = frozenset(body['traits'])
-                state.generation = _int(body['resource_provider_generation'])
-            except (KeyError, TypeError, ValueError) as exc:
-                self._states.pop(p.uuid, None)
-                raise self._invalid('PUT', path, body, exc)
-
-    def _refresh(self, uuid, path):
-        body = self.client.get(path, version=pclient.TRAITS_VERSION)
-        try:
-            traits = frozenset(_str(t) for t in body['traits'])
-            generation = _int(body['resource_provider_generation'])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise self._invalid('GET', path, body, exc)
-        state = self._states.setdefault(uuid, _State(generation))
-        state.generation, state.traits = generation, traits
-        if state.inventories is not None:
-            state.inventories = self._read_inventories(uuid)
-
-    def _write_inventories(self, d, p, result, dry_run):
-        state = self._states[p.uuid]
-        if not translation.inventory_differs(state.inventories,
-                                             d.inventories):
-            return
-        result.changes.append('%s: inventory %s -> %s' % (
-            d.name, _describe_inventory(state.inventories) or 'none',
-            _describe_inventory(d.inventories)))
-        if dry_run:
-            return
-        self._ensure_classes(d.inventories)
-        path = '/resource_providers/%s/inventories' % p.uuid
-        first = [True]
-
-        def build():
-            if not first[0]:
-                self._refresh(p.uuid, '/resource_providers/%s/traits'
-                              % p.uuid)
-            first[0] = False
-            cur = self._states[p.uuid]
-            if not translation.inventory_differs(cur.inventories,
-                                                 d.inventories):
-                return None
-            return {'inventories': d.inventories,
-                    'resource_provider_generation': cur.generation}
-
-        try:
-            body = self.client.write_generation_checked(
-                'PUT', path, build, version=pclient.INVENTORY_VERSION)
-        except exception.PlacementAPIError as exc:
-            if pclient.error_code(exc) == pclient.INVENTORY_INUSE:
-                self._states.pop(p.uuid, None)
-                result.warnings.append(
-                    '%s: inventory in use, not changed: %s' % (d.name, exc))
-                LOG.warning('%(name)s: inventory in use, not changed this '
-                            'cycle: %(err)s', {'name': d.name, 'err': exc})
-                return
-            raise
-        if body is not None:
-            try:
-                state.inventories = body['inventories']
-                state.generation = _int(body['resource_provider_generation'])
-            except (KeyError, TypeError, ValueError) as exc:
-                self._states.pop(p.uuid, None)
-                raise self._invalid('PUT', path, body, exc)
-
-    def _delete(self, p, result, dry_run):
-        before = len(result.changes)
-        result.changes.append('delete provider %s (its GPU is gone, no '
-                              'allocations)' % p.name)
-        if dry_run:
-            return
-        try:
-            self.client.delete('/resource_providers/%s' % p.uuid,
-                               version=pclient.PROVIDERS_VERSION)
-        except exception.PlacementAPIError as exc:
-            if pclient.error_status(exc) == 404:
-                pass
-            elif pclient.error_code(exc) == pclient.PROVIDER_IN_USE:
-                self._not_applied(result, p.name, before,
-                                  'it got allocations meanwhile; it will be '
-                                  'reserved next cycle')
-            else:
-                self._not_applied(result, p.name, before, exc)
-        self._states.pop(p.uuid, None)
-
-
-def _describe_inventory(inventories) -> str:
-    return ', '.join(
-        '%s total %s reserved %s' % (rc, inv.get('total'), inv.get('reserved'))
-        for rc, inv in sorted((inventories or {}).items()))
-
-
-def _str(value) -> str:
-    if not isinstance(value, str):
-        raise TypeError('expected a string, got %r' % (value,))
-    return value
-
-
-def _int(value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError('expected an integer, got %r' % (value,))
-    return value
