@@ -13,6 +13,7 @@ from typing import Any
 
 from gpu_nova_ext import exception
 from gpu_nova_ext import naming
+from gpu_nova_ext.operator import reservation
 
 #: Host, flavor and server names: letters, digits, ``.``, ``_`` and ``-``,
 #: starting with a letter or digit (a hostname-like word: no path
@@ -61,6 +62,15 @@ class Checker:
         if not isinstance(value, str) or not value.strip():
             raise self.fail(entry, 'expected a non-empty string, got %s'
                             % kind(value))
+        return value
+
+    def project(self, value: Any, entry: str) -> str:
+        """A project id, by the rule of ``gpu-nova-ext reserve``."""
+        value = self.string(value, entry)
+        try:
+            reservation.check_project_format(value)
+        except exception.InvalidArgument as exc:
+            raise self.fail(entry, exc.format_message())
         return value
 
     def name(self, value: Any, entry: str, room: int = 0) -> str:

@@ -41,7 +41,6 @@ from typing import Any, Callable
 
 from gpu_nova_ext import exception
 from gpu_nova_ext.operator import quota as op_quota
-from gpu_nova_ext.operator import reservation as op_reservation
 
 KEYS = ('project', 'model', 'kind', 'limit')
 KINDS = (op_quota.PASSTHROUGH, op_quota.VGPU, op_quota.VGPU_VFIO)
@@ -77,11 +76,7 @@ def parse(check, value: Any) -> list[Quota]:
         check.keys(item, KEYS, entry)
         project = None
         if 'project' in item:
-            project = check.string(item['project'], entry + '.project')
-            try:
-                op_reservation.check_project_format(project)
-            except exception.InvalidArgument as exc:
-                raise check.fail(entry + '.project', exc.format_message())
+            project = check.project(item['project'], entry + '.project')
         model = check.string(check.required(item, 'model', entry),
                              entry + '.model')
         kind = (check.choice(item['kind'], KINDS, entry + '.kind')

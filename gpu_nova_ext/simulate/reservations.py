@@ -28,7 +28,6 @@ got it and the other projects' servers kept off it.
 import dataclasses
 from typing import Any
 
-from gpu_nova_ext import exception
 from gpu_nova_ext.operator import reservation as op
 from gpu_nova_ext.operator import reservation_hosts as op_hosts
 
@@ -57,12 +56,8 @@ def parse(check, value: Any, scenario) -> list[Reserved]:
         entry = 'reservations[%d]' % i
         item = check.mapping(item, entry)
         check.keys(item, KEYS, entry)
-        project = check.string(check.required(item, 'project', entry),
-                               entry + '.project')
-        try:
-            op.check_project_format(project)
-        except exception.InvalidArgument as exc:
-            raise check.fail(entry + '.project', exc.format_message())
+        project = check.project(check.required(item, 'project', entry),
+                                entry + '.project')
         name = check.string(check.required(item, 'host', entry),
                             entry + '.host')
         host = scenario.host(name)
