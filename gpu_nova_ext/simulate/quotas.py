@@ -45,7 +45,6 @@ from gpu_nova_ext.operator import quota as op_quota
 KEYS = ('project', 'model', 'kind', 'limit')
 KINDS = (op_quota.PASSTHROUGH, op_quota.VGPU, op_quota.VGPU_VFIO)
 SERVERS = 'servers'
-UNIFIED_LIMITS_DRIVER = 'nova.quota.UnifiedLimitsDriver'
 #: any id: the fixture answers every endpoint lookup
 ENDPOINT_ID = 'gpu-nova-ext-simulate'
 
@@ -109,7 +108,8 @@ class Quotas:
         self.servers_of = servers_of
         self.quotas: list[Quota] = scenario.quotas
         self._fixture = None
-        novaconf.set('driver', UNIFIED_LIMITS_DRIVER, 'quota')
+        from nova.limit import utils as limit_utils
+        novaconf.set('driver', limit_utils.UNIFIED_LIMITS_DRIVER, 'quota')
         novaconf.set('endpoint_id', ENDPOINT_ID, 'oslo_limit')
         #: project -> resource name -> boots refused for it
         self.refused: dict[str, dict[str, int]] = {}
