@@ -40,7 +40,7 @@ from oslo_log import log as logging
 
 from gpu_nova_ext.agent import nvml_readers
 from gpu_nova_ext.agent import sampler as sampler_mod
-from gpu_nova_ext.inventory import pci_ids
+from gpu_nova_ext.inventory import gpu_models
 from gpu_nova_ext.inventory import recognition
 from gpu_nova_ext import naming
 
@@ -138,7 +138,7 @@ class SysfsSampler:
         dev = _Device(
             index=index, vendor=vendor, driver=driver, pci_address=address,
             path=path, uuid=self._text(path, 'unique_id', None),
-            name=(pci_ids.model_for(vendor_id, product_id)
+            name=(gpu_models.model_for(vendor_id, product_id)
                   or '%s:%s' % (vendor_id, product_id)),
             card=cards[0] if cards else None,
             hwmon=os.path.join(path, 'hwmon', hwmons[0]) if hwmons else None)

@@ -39,8 +39,8 @@ import dataclasses
 from oslo_log import log as logging
 
 from gpu_nova_ext.inventory import base
+from gpu_nova_ext.inventory import gpu_models
 from gpu_nova_ext.inventory import nova_config
-from gpu_nova_ext.inventory import pci_ids
 from gpu_nova_ext import naming
 
 LOG = logging.getLogger(__name__)
@@ -162,10 +162,10 @@ def classify(inventory: base.HostInventory,
         if gpu.vendor is None and gpu.vendor_id:
             gpu.vendor = naming.VENDOR_IDS.get(gpu.vendor_id)
         if not gpu.model:
-            gpu.model = (pci_ids.model_for(gpu.vendor_id, gpu.product_id,
+            gpu.model = (gpu_models.model_for(gpu.vendor_id, gpu.product_id,
                                            gpu.subsystem_vendor_id,
                                            gpu.subsystem_device_id)
-                         or pci_ids.model_from_product(gpu.product_name))
+                         or gpu_models.model_from_product(gpu.product_name))
         gpu.mode = _mode(gpu, warn)
         gpu.offered_vgpu_type = _offered(gpu, nova, warn)
         if gpu.mode == naming.MODE_VGPU and _mig_backed(gpu):

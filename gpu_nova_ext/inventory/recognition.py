@@ -9,14 +9,14 @@ AMD or Intel is a GPU when
   Intel device of the shipped GPU families (Intel's NPUs are 0x1200 too);
 * it reports no class at all (Nova's fake libvirt, some libvirt versions
   for mediated-device parents) and shows GPU evidence: mdev types, or an
-  ID of the shipped GPU families (:mod:`pci_ids`);
+  ID of the shipped GPU families (:mod:`gpu_models`);
 * ``[agent] extra_gpu_pci_ids`` lists its ``vendor:product``, whatever
   its vendor and class.
 
 An SR-IOV virtual function belongs to its physical function: the sources
 fold it into the PF when the PF is a GPU, whatever the VF's own class.
 """
-from gpu_nova_ext.inventory import pci_ids
+from gpu_nova_ext.inventory import gpu_models
 from gpu_nova_ext import naming
 
 #: PCI base class/subclass of display controllers
@@ -36,7 +36,7 @@ def why_not_gpu(vendor_id: str | None, product_id: str | None,
         return None
     if vendor_id not in naming.VENDOR_IDS:
         return 'vendor %s is not a GPU vendor' % vendor_id
-    known = pci_ids.is_known(vendor_id, product_id)
+    known = gpu_models.is_known(vendor_id, product_id)
     if class_code in DISPLAY_CLASSES:
         return None
     if class_code == ACCELERATOR_CLASS:

@@ -6,7 +6,7 @@ libvirt would report for such a host, plus the facts the ``simulated``
 inventory source (NVML's stand-in) gives for each GPU:
 
 * PCI vendor and device IDs from the project's PCI-ID table
-  (:data:`gpu_nova_ext.inventory.pci_ids.PCI_MODELS`), so the agent finds
+  (:data:`gpu_nova_ext.inventory.gpu_models.PCI_MODELS`), so the agent finds
   the same model through libvirt as through NVML;
 * ``mode: passthrough``: a plain PCI function per GPU (nova-compute's PCI
   in Placement);
@@ -22,7 +22,7 @@ import dataclasses
 from typing import Any
 from xml.sax import saxutils
 
-from gpu_nova_ext.inventory import pci_ids
+from gpu_nova_ext.inventory import gpu_models
 from gpu_nova_ext.inventory import simulated
 from gpu_nova_ext import naming
 from gpu_nova_ext.simulate import checks
@@ -33,7 +33,7 @@ GPU_SPEC_KEYS = ('model', 'count', 'mode', 'vgpu_type', 'vgpu_name',
                  'driver_version', 'metrics', 'health')
 #: model -> (vendor_id, device_id): the first PCI ID of each model
 PCI_ID_OF_MODEL: dict[str, tuple[str, str]] = {}
-for _ids, _model in pci_ids.PCI_MODELS.items():
+for _ids, _model in gpu_models.PCI_MODELS.items():
     PCI_ID_OF_MODEL.setdefault(_model, _ids)
 # Physical memory (MiB) as NVML / amdsmi / xpu-smi report it, for models
 # whose name does not say it; a scenario may give memory_mib itself.

@@ -6,9 +6,9 @@ import sys
 import fixtures
 import testtools
 
-from gpu_nova_ext.inventory import pci_ids
-from gpu_nova_ext.inventory import pci_table
-from gpu_nova_ext.inventory import pciids
+from gpu_nova_ext.inventory import gpu_device_ids
+from gpu_nova_ext.inventory import gpu_models
+from gpu_nova_ext.inventory import pci_ids_parser
 from gpu_nova_ext import naming
 from gpu_nova_ext.simulate.fakes import nvml as fake_nvml
 
@@ -52,19 +52,19 @@ class TestPciIds(testtools.TestCase):
         for profile in fake_nvml.PROFILES.values():
             device_id = '%04x' % (profile.pci_device_id >> 16)
             self.assertEqual(naming.normalize_model(profile.name),
-                             pci_ids.model_for('10de', device_id),
+                             gpu_models.model_for('10de', device_id),
                              profile.key)
 
     def test_every_board_of_the_issue(self):
         for key, model in ISSUE_17_BOARDS.items():
-            self.assertEqual(model, pci_ids.model_for(*key), key)
+            self.assertEqual(model, gpu_models.model_for(*key), key)
         # a request for the family matches the board's model
         self.assertTrue(naming.model_matches('MI300X',
-                                             pci_ids.model_for('1002',
+                                             gpu_models.model_for('1002',
                                                                '74a9')))
 
     def test_older_models_stay(self):
-        models = set(pci_ids.PCI_MODELS.values())
+        models = set(gpu_models.PCI_MODELS.values())
         for model in ('A100_80GB_PCIE', 'H100_80GB_HBM3', 'H200', 'B200',
                       'L40S', 'L4', 'TESLA_T4', 'A10', 'A30', 'MI210',
                       'MI250X', 'MI300X', 'FLEX_170', 'MAX_1550'):
@@ -73,33 +73,35 @@ class TestPciIds(testtools.TestCase):
             self.assertEqual(model, naming.normalize_model(model))
 
     def test_ambiguous_ids_and_subsystems(self):
-        self.assertIn(('1002', '740c'), pci_ids.AMBIGUOUS)
-        self.assertIsNone(pci_ids.model_for('1002', '740c'))
-        self.assertIsNone(pci_ids.model_for('10de', '25b6'))
-        self.assertEqual('A16', pci_ids.model_for('10de', '25b6', '0x10de',
+        self.assertIn(('1002', '740c'), gpu_models.AMBIGUOUS)
+        self.assertIsNone(gpu_models.model_for('1002', '740c'))
+        self.assertIsNone(gpu_models.model_for('10de', '25b6'))
+        self.assertEqual('A16', gpu_models.model_for('10de', '25b6', '0x10de',
                                                   '0x14a9'))
-        self.assertEqual('A2', pci_ids.model_for('10de', '25b6', '10de',
+        self.assertEqual('A2', gpu_models.model_for('10de', '25b6', '10de',
                                                  '157e'))
-        self.assertIsNone(pci_ids.model_for('10de', '25b6', '10de', '0000'))
-        self.assertTrue(pci_ids.is_known('0x10DE', '25B6'))
-        self.assertFalse(pci_ids.is_known('10de', '22a3'))  # an NVSwitch
+        self.assertIsNone(gpu_models.model_for('10de', '25b6', '10de', '0000'))
+        self.assertTrue(gpu_models.is_known('0x10DE', '25B6'))
+        self.assertFalse(gpu_models.is_known('10de', '22a3'))  # an NVSwitch
 
     def test_lookup_spellings(self):
-        self.assertEqual('A100_80GB_PCIE', pci_ids.model_for('0x10DE',
+        self.assertEqual('A100_80GB_PCIE', gpu_models.model_for('0x10DE',
                                                              '0x20B5'))
-        self.assertIsNone(pci_ids.model_for('10de', 'ffff'))
-        self.assertIsNone(pci_ids.model_for(None, None))
+        self.assertIsNone(gpu_models.model_for('10de', 'ffff'))
+        self.assertIsNone(gpu_models.model_for(None, None))
 
     def test_table_records_its_pci_ids_version(self):
-        self.assertRegex(pci_table.PCI_IDS_VERSION, r'^\d{4}\.\d\d\.\d\d$')
-        self.assertEqual(pci_ids.PCI_IDS_VERSION, pci_table.PCI_IDS_VERSION)
+        self.assertRegex(gpu_device_ids.PCI_IDS_VERSION,
+                         r'^\d{4}\.\d\d\.\d\d$')
+        self.assertEqual(gpu_models.PCI_IDS_VERSION,
+                         gpu_device_ids.PCI_IDS_VERSION)
 
     def test_product_string_fallback(self):
-        self.assertEqual('A2_A16', pci_ids.model_from_product(
+        self.assertEqual('A2_A16', gpu_models.model_from_product(
             'GA107GL [A2 / A16]'))
-        self.assertEqual('RADEON_PRO_W7900', pci_ids.model_from_product(
+        self.assertEqual('RADEON_PRO_W7900', gpu_models.model_from_product(
             'AMD Radeon PRO W7900'))
-        self.assertIsNone(pci_ids.model_from_product(None))
+        self.assertIsNone(gpu_models.model_from_product(None))
 
 
 class TestUpdatePciIds(testtools.TestCase):
@@ -109,11 +111,11 @@ class TestUpdatePciIds(testtools.TestCase):
             return f.read()
 
     def test_parse_and_select(self):
-        ids = pciids.parse(self.read_fixture())
+        ids = pci_ids_parser.parse(self.read_fixture())
         self.assertEqual(('2099.01.02', '2099-01-02 03:04:05'),
                          (ids.version, ids.date))
         self.assertNotIn(('1022', '1480'), ids.devices)   # other vendor
-        selected = pciids.select(ids)
+        selected = pci_ids_parser.select(ids)
         self.assertEqual(
             [('1002', '740c'), ('1002', '74a1'), ('1002', '74b5'),
              ('10de', '1eb8'), ('10de', '20b5'), ('10de', '25b6'),
@@ -122,7 +124,7 @@ class TestUpdatePciIds(testtools.TestCase):
         self.assertEqual('TU104GL [Tesla T4]', selected[('10de', '1eb8')])
 
     def test_not_a_pci_ids(self):
-        self.assertRaises(ValueError, pciids.parse, 'hello\n\tworld\n')
+        self.assertRaises(ValueError, pci_ids_parser.parse, 'hello\n\tworld\n')
 
     def test_tool_regenerates_the_table(self):
         out = os.path.join(self.useFixture(fixtures.TempDir()).path, 't.py')
