@@ -26,8 +26,8 @@ from prometheus_client import parser
 
 from gpu_nova_ext.agent import monitor
 from gpu_nova_ext.inventory import manager
-from gpu_nova_ext.simulate.fakes import nvml as fake_nvml
-from gpu_nova_ext.simulate.fakes import sysfs
+from gpu_nova_ext.fakes import nvml as fake_nvml
+from gpu_nova_ext.fakes import sysfs
 from gpu_nova_ext.tests.unit.agent import health_base
 
 GPU0, GPU1 = '0000:11:00.0', '0000:8b:00.0'

@@ -16,6 +16,6 @@
 errors; ``sysfs``: a fake amdgpu/xe sysfs tree.  The tests, the
 benchmarks (``tools/bench-sampler``, ``tools/bench-state``) and
 ``tools/device-check --fake`` drive the agent's real code with them.
-They live with the simulator, never beside production code, and the
-production code never imports them.
+They are a package of their own: no production module, and not the
+simulator either, imports them.
 """
