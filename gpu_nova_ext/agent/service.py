@@ -42,6 +42,7 @@ import time
 
 from oslo_log import log as logging
 
+from gpu_nova_ext.agent import mig_manager
 from gpu_nova_ext.agent import payload as payload_mod
 from gpu_nova_ext import exception
 from gpu_nova_ext.inventory import base
@@ -104,6 +105,8 @@ class AgentService:
         self.client = client or pclient.PlacementClient(conf,
                                                         abort=self._stop)
         self.reporter = preporter.Reporter(conf, self.client)
+        # [mig] layouts are checked now: a bad one stops the start
+        self.mig = mig_manager.MigManager(conf)
         self._discover = discover or _default_discover
         self.monitor = monitor
         self.state_client = state_client
@@ -382,6 +385,8 @@ class AgentService:
                 continue
             before = _state_facts(inventory, self.reporter.compute_node)
             self._guarded_cycle(inventory)
+            if self.mig.active:
+                self._mig_step(inventory)
             if _state_facts(inventory, self.reporter.compute_node) != before:
                 # the state cast before this report is out of date; a newer
                 # inventory (discovered meanwhile) gets what it found too
@@ -391,6 +396,19 @@ class AgentService:
                             self.last_inventory, source=inventory,
                             force=True)
                 self.request_resend()
+
+    def _mig_step(self, inventory) -> None:
+        """Lay out the GPUs that ``[mig] layouts`` names and nothing uses.
+
+        After a change, a cycle at once: the vGPU types of the new GPU
+        instances are discovered and reported like any other.
+        """
+        changed = []
+        self._guarded(
+            lambda: changed.append(self.mig.cycle(inventory, self.client)),
+            'the MIG layout step')
+        if any(changed):
+            self.trigger()
 
     def _guarded_cycle(self, inventory) -> None:
         start = time.monotonic()
