@@ -33,6 +33,7 @@ from prometheus_client import exposition
 from prometheus_client import registry as prom_registry
 
 from gpu_nova_ext.agent import metrics_http
+from gpu_nova_ext import naming
 
 LOG = logging.getLogger(__name__)
 
@@ -134,7 +135,32 @@ AMD_METRICS = {
                          'Uncorrectable RAS errors, all blocks.'),
 }
 
+#: gpu-nova-ext's own per-GPU series: sample metric key -> (name, help,
+#: scale); like DCGM_METRICS, for the metric reference
+OWN_METRICS = (
+    ('energy_j', 'gpu_nova_ext_energy_joules',
+     'Energy the GPU used (in J) since its counter started (NVML: since '
+     'the driver loaded; AMD and Intel hwmon: since boot); the '
+     'instance_uuid label names the server on the GPU.', 1),
+)
+#: the power policy's series (``[power] profiles``)
+POWER_PROFILE_METRIC = (
+    'gpu_nova_ext_power_profile',
+    'Power profile of the GPU ([power] profiles): 1 for the profile '
+    'applied, with the limit set (target_watts) and, when it could not be '
+    'applied, the error.')
+POWER_TARGET_METRIC = (
+    'gpu_nova_ext_power_limit_target_watts',
+    'Power limit the power profile asks of the GPU (in W).')
+
 HEALTH_CODES = {'healthy': 0, 'degraded': 1, 'unhealthy': 2}
+
+
+def naming_address(address: str) -> str:
+    try:
+        return naming.normalize_pci_address(address)
+    except ValueError:
+        return address
 
 
 class _Collector(prom_registry.Collector):
@@ -168,6 +194,19 @@ class _Collector(prom_registry.Collector):
                     name, doc = AMD_METRICS[key]
                     scale = 1
                 family(name, doc).add_metric(labels, value * scale)
+            for key, name, doc, scale in OWN_METRICS:
+                if metrics.get(key) is not None:
+                    family(name, doc).add_metric(labels,
+                                                 metrics[key] * scale)
+            power = self._exporter.power.get(
+                naming_address(sample.pci_address))
+            if power is not None:
+                family(*POWER_PROFILE_METRIC, extra=('profile', 'error')
+                       ).add_metric(labels + (power.profile,
+                                              power.error or ''), 1)
+                if power.target_w is not None:
+                    family(*POWER_TARGET_METRIC).add_metric(
+                        labels, power.target_w)
             if amd and 'junction_temperature_c' in metrics:
                 family(*AMD_METRICS['junction_temperature_c']).add_metric(
                     labels, metrics['junction_temperature_c'])
@@ -259,6 +298,8 @@ class Exporter:
         self.stats: dict = {}
         self._lock = threading.Lock()
         self._snapshot: list[dict] = []
+        #: pci address -> power_policy.Applied of the last agent cycle
+        self.power: dict = {}
         self._rendered: tuple[int, bytes] | None = None
         self._server = None
 
@@ -269,6 +310,13 @@ class Exporter:
             self._snapshot = entries
             self.stats = {'duration': duration or 0.0,
                           'count': self.stats.get('count', 0) + 1}
+
+    def set_power(self, applied: dict) -> None:
+        """The power policy of the last cycle, by PCI address."""
+        with self._lock:
+            self.power = {naming_address(k): v
+                          for k, v in applied.items()}
+            self._rendered = None
 
     def snapshot(self) -> list[dict]:
         with self._lock:

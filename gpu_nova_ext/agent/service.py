@@ -36,6 +36,7 @@ asking for state (``resend_gpu_state``) and a health change get the state
 cast at once.
 """
 from collections.abc import Callable
+import contextlib
 import signal
 import threading
 import time
@@ -44,6 +45,7 @@ from oslo_log import log as logging
 
 from gpu_nova_ext.agent import mig_manager
 from gpu_nova_ext.agent import payload as payload_mod
+from gpu_nova_ext.agent import power_policy
 from gpu_nova_ext import exception
 from gpu_nova_ext.inventory import base
 from gpu_nova_ext.placement import client as pclient
@@ -66,6 +68,20 @@ def _state_facts(inventory: base.HostInventory, root) -> tuple:
         (g.pci_address, tuple(g.provider_uuids), g.assigned,
          g.reserved_for)
         for g in inventory.gpus))
+
+
+@contextlib.contextmanager
+def _nvml(inventory):
+    """pynvml, initialized, when the inventory has an NVIDIA GPU."""
+    if not any(g.vendor == 'nvidia' for g in inventory.gpus):
+        yield None
+        return
+    import pynvml
+    pynvml.nvmlInit()
+    try:
+        yield pynvml
+    finally:
+        pynvml.nvmlShutdown()
 
 
 def _default_discover(conf) -> base.HostInventory:
@@ -107,6 +123,7 @@ class AgentService:
         self.reporter = preporter.Reporter(conf, self.client)
         # [mig] layouts are checked now: a bad one stops the start
         self.mig = mig_manager.MigManager(conf)
+        self.power = power_policy.PowerPolicy(conf)
         self._discover = discover or _default_discover
         self.monitor = monitor
         self.state_client = state_client
@@ -128,6 +145,8 @@ class AgentService:
         """
         with self._lock:
             inventory = self._discover(self.conf)
+            if not dry_run:
+                self._apply_power(inventory)
             if self.monitor is not None:
                 self.monitor.apply(inventory)
         try:
@@ -148,6 +167,28 @@ class AgentService:
         result = self.reporter.report(inventory, dry_run=dry_run)
         self.last_result = result
         return result
+
+    def _apply_power(self, inventory) -> None:
+        """Keep ``[power] profiles`` on the GPUs (again after a reload)."""
+        if not self.power.active:
+            return
+
+        def apply():
+            with _nvml(inventory) as nvml:
+                applied = self.power.apply(nvml, inventory)
+            exporter = getattr(self.monitor, 'exporter', None)
+            if exporter is not None:
+                exporter.set_power(applied)
+
+        self._guarded(apply, 'the power policy step')
+
+    def check_power(self) -> None:
+        """Refuse (InvalidOption) a ``[power]`` limit a GPU cannot take."""
+        if not self.power.active:
+            return
+        inventory = self._discover(self.conf)
+        with _nvml(inventory) as nvml:
+            self.power.check(nvml, inventory)
 
     def _reuse_provider_uuids(self, inventory, source=None,
                               force: bool = False):
@@ -218,6 +259,7 @@ class AgentService:
 
     def run(self) -> int:
         """Run until :meth:`stop` (or SIGTERM); returns the exit code."""
+        self.check_power()
         self._install_signal_handlers()
         self._start_helpers()
         steps = [threading.Thread(target=self._forever, args=(loop,),
@@ -361,6 +403,7 @@ class AgentService:
     def _state_step(self) -> None:
         """discover -> monitor.apply -> cast; then hand it to Placement."""
         inventory = self._discover(self.conf)
+        self._apply_power(inventory)
         with self._lock:
             if self.monitor is not None:
                 self.monitor.apply(inventory)
