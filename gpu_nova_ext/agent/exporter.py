@@ -149,6 +149,11 @@ POWER_PROFILE_METRIC = (
     'Power profile of the GPU ([power] profiles): 1 for the profile '
     'applied, with the limit set (target_watts) and, when it could not be '
     'applied, the error.')
+SERVER_ENERGY_METRIC = (
+    'gpu_nova_ext_server_energy_joules',
+    'Energy of the GPU(s) a server used (in J) since the agent started: a '
+    'whole GPU\'s to its server, a vGPU GPU\'s split by SM utilization; '
+    'kept an hour after the server left the GPU.')
 POWER_TARGET_METRIC = (
     'gpu_nova_ext_power_limit_target_watts',
     'Power limit the power profile asks of the GPU (in W).')
@@ -256,6 +261,13 @@ class _Collector(prom_registry.Collector):
         stats = self._exporter.stats
         yield from families.values()
         fam = core.GaugeMetricFamily(
+            SERVER_ENERGY_METRIC[0], SERVER_ENERGY_METRIC[1],
+            labels=('Hostname', 'instance_uuid', 'pci_bus_id'))
+        for server, (address, joules) in sorted(
+                self._exporter.server_energy.items()):
+            fam.add_metric((host, server, address), joules)
+        yield fam
+        fam = core.GaugeMetricFamily(
             'gpu_nova_ext_sample_duration_seconds',
             'Wall time of the last NVML sample of all GPUs.',
             labels=('Hostname',))
@@ -300,6 +312,8 @@ class Exporter:
         self._snapshot: list[dict] = []
         #: pci address -> power_policy.Applied of the last agent cycle
         self.power: dict = {}
+        #: instance uuid -> (PCI address, joules) of the energy ledger
+        self.server_energy: dict = {}
         self._rendered: tuple[int, bytes] | None = None
         self._server = None
 
@@ -310,6 +324,11 @@ class Exporter:
             self._snapshot = entries
             self.stats = {'duration': duration or 0.0,
                           'count': self.stats.get('count', 0) + 1}
+
+    def set_server_energy(self, by_server: dict) -> None:
+        """The energy ledger's totals (the next ``update`` renders)."""
+        with self._lock:
+            self.server_energy = dict(by_server)
 
     def set_power(self, applied: dict) -> None:
         """The power policy of the last cycle, by PCI address."""
