@@ -327,6 +327,13 @@ def _mig_layout(gpu: base.Gpu, mdev_types: dict, opts: GeneratorOptions,
                 notes: list[str]) -> None:
     chosen = nova_conf_mig.layout_types(gpu, opts.mig_layouts[gpu.model],
                                         notes)
+    if not chosen:
+        # not laid out yet (in use, or the agent has not run): keep what
+        # the GPU offers now
+        notes.append('GPU %s: its MIG layout is not applied yet; offering '
+                     'its current vGPU type.' % gpu.pci_address)
+        _mdev(gpu, mdev_types, opts, notes)
+        return
     for type_id, parents in chosen.items():
         entry = mdev_types.setdefault(type_id, {'addresses': [], 'max': 0,
                                                 'models': set()})

@@ -58,11 +58,12 @@ def layout_types(gpu, counts, notes: list[str]) -> dict[str, list[str]]:
         offers = [t for t in gpu.mdev_types
                   if _type_profile(gpu, t) == profile]
         if not offers:
-            notes.append('GPU %s: no vGPU type for MIG profile %s of its '
-                         'layout is offered (yet): create the GPU '
-                         'instances first (the agent does, [mig] layouts) '
-                         'and run nova-conf again.' % (gpu.pci_address,
-                                                       profile))
+            if gpu.mig_enabled:
+                notes.append('GPU %s: no vGPU type for MIG profile %s of '
+                             'its layout is offered (yet): create the GPU '
+                             'instances first (the agent does, [mig] '
+                             'layouts) and run nova-conf again.' % (
+                                 gpu.pci_address, profile))
             continue
         type_id = offers[0].id
         parents = []

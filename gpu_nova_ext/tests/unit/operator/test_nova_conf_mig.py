@@ -78,3 +78,21 @@ class TestLayoutTypes(test_base.BaseTestCase):
         self.assertIn('no vGPU type for MIG profile 7g.80gb', notes[0])
         self.assertIn('wants 3 vGPU(s) of type nvidia-699, 2 parent(s)',
                       notes[1])
+
+    def test_gpu_not_laid_out_yet_keeps_its_type(self):
+        gpu = base.Gpu(
+            pci_address='0000:86:00.0', vendor='nvidia', vendor_id='10de',
+            product_id='20b5', model='A100_80GB_PCIE', mig_capable=True,
+            mig_enabled=False, mode='vgpu', mdev_types=[base.MdevType(
+                id='nvidia-471', name='A100D-10C', available=8, max=8,
+                parent='0000:86:00.0')])
+        drop = nova_conf.generate(
+            base.HostInventory(host='cn1', gpus=[gpu]),
+            nova_conf.GeneratorOptions(mig_layouts={
+                'A100_80GB_PCIE': (('7g.80gb', 1),)}))
+        sections = {name: dict(opts) for name, opts in
+                    drop.sections.items()}
+        self.assertEqual('nvidia-471',
+                         sections['devices']['enabled_mdev_types'])
+        self.assertIn('GPU 0000:86:00.0: its MIG layout is not applied yet',
+                      ' '.join(drop.notes))
