@@ -149,13 +149,20 @@ class MigManager:
             layout = self.layouts.get(gpu.model)
             if layout is None:
                 continue
-            handle = nvml.nvmlDeviceGetHandleByPciBusId(gpu.pci_address)
-            state = mig_nvml.read_state(nvml, handle, layout.board)
+            busy = busy_reasons(gpu, usages, holders)
+            try:
+                handle = nvml.nvmlDeviceGetHandleByPciBusId(gpu.pci_address)
+                state = mig_nvml.read_state(nvml, handle, layout.board)
+            except nvml.NVMLError as exc:
+                handle, state = None, mig_nvml.MigState()
+                busy.append('NVML cannot read it (error %s)' % getattr(
+                    exc, 'value', exc))
+            if state.current is None and handle is not None:
+                busy.append('NVML reports no MIG on this GPU')
             plan = mig_layout.plan_gpu(
                 gpu.pci_address, gpu.model, layout, state.current,
                 state.pending, [(n, s) for n, s, _h in state.instances],
-                busy=busy_reasons(gpu, usages, holders) if (
-                    state.current is not None) else ())
+                busy=busy)
             outcomes.append(GpuOutcome(plan, state, handle))
         return outcomes
 

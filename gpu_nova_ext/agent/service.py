@@ -186,9 +186,15 @@ class AgentService:
         """Refuse (InvalidOption) a ``[power]`` limit a GPU cannot take."""
         if not self.power.active:
             return
-        inventory = self._discover(self.conf)
-        with _nvml(inventory) as nvml:
-            self.power.check(nvml, inventory)
+        try:
+            inventory = self._discover(self.conf)
+            with _nvml(inventory) as nvml:
+                self.power.check(nvml, inventory)
+        except exception.InvalidOption:
+            raise
+        except Exception as exc:  # noqa: the cycles apply and report it
+            LOG.warning('Power limits not checked at start (%s); each '
+                        'cycle checks them as it applies them', exc)
 
     def _reuse_provider_uuids(self, inventory, source=None,
                               force: bool = False):

@@ -134,3 +134,14 @@ class MigManagerTest(base.BaseTestCase):
         self.conf.config(layouts=['A30:7g.24gb=1'], group='mig')
         self.assertRaises(exception.InvalidOption, mig_manager.MigManager,
                           self.conf.conf)
+
+    def test_gpu_nvml_cannot_read_is_not_touched(self):
+        self.fake.set_error(1, 'nvmlDeviceGetMigMode',
+                            pynvml.NVML_ERROR_UNKNOWN)
+        self.converge()
+        plan = self.manager.last[1].plan
+        self.assertIn('NVML cannot read it', plan.blocked[0])
+        self.assertIsNone(self.manager.last[1].result)
+        self.assertEqual([], self.fake.gpu_instances(1))
+        # the others are laid out
+        self.assertEqual(4, len(self.fake.gpu_instances(0)))
