@@ -154,11 +154,20 @@ SERVER_ENERGY_METRIC = (
     'Energy of the GPU(s) a server used (in J) since the agent started: a '
     'whole GPU\'s to its server, a vGPU GPU\'s split by SM utilization; '
     'kept an hour after the server left the GPU.')
+MIG_LAYOUT_METRIC = (
+    'gpu_nova_ext_mig_layout_state',
+    'MIG layout of the GPU ([mig] layouts): 1 for its state after the '
+    'last cycle: in_line, changed, pending (a GPU reset), blocked (in '
+    'use), failed (NVML refused; see the log) or planned ([mig] apply '
+    'off).')
 POWER_TARGET_METRIC = (
     'gpu_nova_ext_power_limit_target_watts',
     'Power limit the power profile asks of the GPU (in W).')
 
 HEALTH_CODES = {'healthy': 0, 'degraded': 1, 'unhealthy': 2}
+#: the states of MIG_LAYOUT_METRIC (agent.mig_manager.STATES)
+MIG_STATES = ('in_line', 'changed', 'pending', 'blocked', 'failed',
+              'planned')
 
 
 def naming_address(address: str) -> str:
@@ -212,6 +221,11 @@ class _Collector(prom_registry.Collector):
                 if power.target_w is not None:
                     family(*POWER_TARGET_METRIC).add_metric(
                         labels, power.target_w)
+            mig = self._exporter.mig.get(naming_address(sample.pci_address))
+            if mig is not None:
+                fam = family(*MIG_LAYOUT_METRIC, extra=('state',))
+                for name in MIG_STATES:
+                    fam.add_metric(labels + (name,), int(name == mig))
             if amd and 'junction_temperature_c' in metrics:
                 family(*AMD_METRICS['junction_temperature_c']).add_metric(
                     labels, metrics['junction_temperature_c'])
@@ -312,6 +326,8 @@ class Exporter:
         self._snapshot: list[dict] = []
         #: pci address -> power_policy.Applied of the last agent cycle
         self.power: dict = {}
+        #: pci address -> MIG layout state of the last agent cycle
+        self.mig: dict = {}
         #: instance uuid -> (PCI address, joules) of the energy ledger
         self.server_energy: dict = {}
         self._rendered: tuple[int, bytes] | None = None
@@ -324,6 +340,12 @@ class Exporter:
             self._snapshot = entries
             self.stats = {'duration': duration or 0.0,
                           'count': self.stats.get('count', 0) + 1}
+
+    def set_mig(self, states: dict) -> None:
+        """The MIG layout state of each laid-out GPU, by PCI address."""
+        with self._lock:
+            self.mig = {naming_address(k): v for k, v in states.items()}
+            self._rendered = None
 
     def set_server_energy(self, by_server: dict) -> None:
         """The energy ledger's totals (the next ``update`` renders)."""

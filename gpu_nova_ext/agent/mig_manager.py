@@ -36,12 +36,30 @@ from gpu_nova_ext import naming
 LOG = logging.getLogger(__name__)
 
 
+#: a GPU's layout state, as the exporter reports it
+STATES = ('in_line', 'changed', 'pending', 'blocked', 'failed', 'planned')
+
+
 @dataclasses.dataclass
 class GpuOutcome:
     plan: mig_layout.GpuPlan
     state: mig_nvml.MigState
     handle: object = None
     result: mig_nvml.ApplyResult | None = None
+
+    @property
+    def status(self) -> str:
+        """One of STATES: where the GPU stands after this cycle."""
+        plan, result = self.plan, self.result
+        if result is not None:
+            if result.failed:
+                return 'failed'
+            return 'pending' if result.pending else 'changed'
+        if plan.in_line:
+            return 'in_line'
+        if plan.pending:
+            return 'pending'
+        return 'blocked' if plan.blocked else 'planned'
 
 
 def busy_reasons(gpu, usages, holders) -> list[str]:

@@ -456,6 +456,10 @@ class AgentService:
         self._guarded(
             lambda: changed.append(self.mig.cycle(inventory, self.client)),
             'the MIG layout step')
+        exporter = getattr(self.monitor, 'exporter', None)
+        if exporter is not None:
+            exporter.set_mig({o.plan.pci_address: o.status
+                              for o in self.mig.last})
         if any(changed):
             self.trigger()
 

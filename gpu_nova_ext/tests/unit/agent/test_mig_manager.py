@@ -145,3 +145,18 @@ class MigManagerTest(base.BaseTestCase):
         self.assertEqual([], self.fake.gpu_instances(1))
         # the others are laid out
         self.assertEqual(4, len(self.fake.gpu_instances(0)))
+
+    def test_states_the_exporter_reports(self):
+        from gpu_nova_ext.agent import exporter
+        self.usages['rp-0'] = {'VGPU': 1}
+        self.fake.block_mig_activation(1, pynvml.NVML_ERROR_IN_USE)
+        self.converge()
+        states = {o.plan.pci_address: o.status for o in self.manager.last}
+        self.assertEqual('blocked', states['0000:3b:00.0'])
+        self.assertEqual('pending', states['0000:5e:00.0'])
+        self.assertEqual('changed', states['0000:86:00.0'])
+        self.assertEqual(exporter.MIG_STATES, mig_manager.STATES)
+        self.converge()
+        states = {o.plan.pci_address: o.status for o in self.manager.last}
+        self.assertEqual('in_line', states['0000:86:00.0'])
+        self.assertEqual('pending', states['0000:5e:00.0'])

@@ -134,6 +134,7 @@ class TestApply(health_base.HealthTestCase):
         self.addCleanup(m.stop)
         m.exporter = exporter.Exporter('cmp-1', '127.0.0.1', 0)
         m.exporter.set_power(applied)
+        m.exporter.set_mig({'0000:3b:00.0': 'pending'})
         self.fake.set_metrics(0, energy_mj=5000000)
         m.sample_once(now=0)
         fams = {f.name: f for f in parser.text_string_to_metric_families(
@@ -147,4 +148,9 @@ class TestApply(health_base.HealthTestCase):
         energy = {s.labels['pci_bus_id']: s.value for s in
                   fams['gpu_nova_ext_energy_joules'].samples}
         self.assertGreaterEqual(energy['00000000:3B:00.0'], 5000.0)
+        mig = {(s.labels['pci_bus_id'], s.labels['state']): s.value for s in
+               fams['gpu_nova_ext_mig_layout_state'].samples}
+        self.assertEqual(1.0, mig[('00000000:3B:00.0', 'pending')])
+        self.assertEqual(0.0, mig[('00000000:3B:00.0', 'in_line')])
+        self.assertNotIn(('00000000:5E:00.0', 'pending'), mig)
         self.assertTrue(os.path.isdir(self.tree.root))
