@@ -58,7 +58,8 @@ NOVA_DEFAULT_FILTERS = (
 PCI_FILTER = 'PciPassthroughFilter'
 GPU_FILTERS = (
     'GpuModelFilter', 'GpuMemoryFilter', 'GpuCapabilityFilter',
-    'GpuHealthFilter', 'GpuReservationFilter', 'GpuCandidateOrderFilter')
+    'GpuHealthFilter', 'GpuReservationFilter', 'GpuPowerProfileFilter',
+    'GpuCandidateOrderFilter')
 AVAILABLE_FILTERS = (
     'nova.scheduler.filters.all_filters',
     'gpu_nova_ext.scheduler.filters.all_filters')

@@ -84,3 +84,16 @@ class TestMigLayouts(base.PlacementTestCase):
         self.addCleanup(pynvml.nvmlShutdown)
         self.assertEqual([0, 0], pynvml.nvmlDeviceGetMigMode(
             self.fake.devices[1].handle))
+
+    def test_plan_table(self):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            rc = cli.main(['--config-file', self.conf.config_file[0],
+                           'mig', 'plan'])
+        self.assertEqual(0, rc)
+        text = out.getvalue()
+        self.assertIn('Host cmp-1: 2 GPU(s) with a MIG layout', text)
+        self.assertIn('0000:3b:00.0  A100_80GB_PCIE  MIG disabled  layout '
+                      '3g.40gb=2', text)
+        self.assertIn('    cannot: holds allocations in Placement', text)
+        self.assertIn('    would create 3g.40gb at slice 4', text)
