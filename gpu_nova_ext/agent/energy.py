@@ -32,6 +32,8 @@ import threading
 
 #: seconds a server's total is kept (and exported) after it left its GPU
 RETAIN_S = 3600.0
+#: seconds between two looks for servers to forget
+PRUNE_S = 60.0
 
 
 def shares(sample) -> dict[str, float]:
@@ -66,6 +68,7 @@ class EnergyLedger:
         self._where: dict[str, str] = {}
         self._idle: dict[str, float] = collections.defaultdict(float)
         self._seen: dict[str, float] = {}
+        self._pruned_at = float('-inf')
 
     def add(self, samples, now: float) -> None:
         """Attribute the energy since the last samples (``now``: clock)."""
@@ -74,26 +77,27 @@ class EnergyLedger:
                 joules = sample.metrics.get('energy_j')
                 if joules is None or sample.lost:
                     continue
+                split = shares(sample)
+                for server in split:
+                    self._seen[server] = now
                 before = self._last.get(sample.pci_address)
                 self._last[sample.pci_address] = joules
-                if before is None or joules < before:
+                if before is None or joules <= before:
                     continue
                 delta = joules - before
-                split = shares(sample)
                 rest = 1.0 - sum(split.values())
-                if rest > 1e-9 and delta > 0:
+                if rest > 1e-9:
                     self._idle[sample.pci_address] += delta * rest
                 for server, fraction in split.items():
                     self._servers[server] += delta * fraction
                     self._where[server] = sample.bus_id
-            for sample in samples:
-                for server in shares(sample):
-                    self._seen[server] = now
-            for server, seen in list(self._seen.items()):
-                if now - seen > RETAIN_S:
-                    del self._seen[server]
-                    self._servers.pop(server, None)
-                    self._where.pop(server, None)
+            if now - self._pruned_at > PRUNE_S:
+                self._pruned_at = now
+                for server, seen in list(self._seen.items()):
+                    if now - seen > RETAIN_S:
+                        del self._seen[server]
+                        self._servers.pop(server, None)
+                        self._where.pop(server, None)
 
     def by_server(self) -> dict[str, tuple[str, float]]:
         """server -> (PCI bus id of its GPU, joules)."""
