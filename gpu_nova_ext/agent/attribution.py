@@ -120,6 +120,11 @@ class Attribution:
         self.holders = holders
         return holders
 
+    @property
+    def failed(self) -> bool:
+        """Whether the last reading of libvirt failed."""
+        return self._failed_at is not None
+
     def annotate(self, samples, now: float) -> None:
         holders = self.refresh(now)
         for sample in samples:

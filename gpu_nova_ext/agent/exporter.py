@@ -33,6 +33,7 @@ from prometheus_client import exposition
 from prometheus_client import registry as prom_registry
 
 from gpu_nova_ext.agent import metrics_http
+from gpu_nova_ext import naming
 
 LOG = logging.getLogger(__name__)
 
@@ -134,7 +135,46 @@ AMD_METRICS = {
                          'Uncorrectable RAS errors, all blocks.'),
 }
 
+#: gpu-nova-ext's own per-GPU series: sample metric key -> (name, help,
+#: scale); like DCGM_METRICS, for the metric reference
+OWN_METRICS = (
+    ('energy_j', 'gpu_nova_ext_energy_joules',
+     'Energy the GPU used (in J) since its counter started (NVML: since '
+     'the driver loaded; AMD and Intel hwmon: since boot); the '
+     'instance_uuid label names the server on the GPU.', 1),
+)
+#: the power policy's series (``[power] profiles``)
+POWER_PROFILE_METRIC = (
+    'gpu_nova_ext_power_profile',
+    'Power profile of the GPU ([power] profiles): 1 for the profile '
+    'applied, with the limit set (target_watts) and, when it could not be '
+    'applied, the error.')
+SERVER_ENERGY_METRIC = (
+    'gpu_nova_ext_server_energy_joules',
+    'Energy of the GPU(s) a server used (in J) since the agent started: a '
+    'whole GPU\'s to its server, a vGPU GPU\'s split by SM utilization; '
+    'kept an hour after the server left the GPU.')
+MIG_LAYOUT_METRIC = (
+    'gpu_nova_ext_mig_layout_state',
+    'MIG layout of the GPU ([mig] layouts): 1 for its state after the '
+    'last cycle: in_line, changed, pending (a GPU reset), blocked (in '
+    'use), failed (NVML refused; see the log) or planned ([mig] apply '
+    'off).')
+POWER_TARGET_METRIC = (
+    'gpu_nova_ext_power_limit_target_watts',
+    'Power limit the power profile asks of the GPU (in W).')
+
 HEALTH_CODES = {'healthy': 0, 'degraded': 1, 'unhealthy': 2}
+#: the states of MIG_LAYOUT_METRIC (agent.mig_manager.STATES)
+MIG_STATES = ('in_line', 'changed', 'pending', 'blocked', 'failed',
+              'planned')
+
+
+def naming_address(address: str) -> str:
+    try:
+        return naming.normalize_pci_address(address)
+    except ValueError:
+        return address
 
 
 class _Collector(prom_registry.Collector):
@@ -168,6 +208,24 @@ class _Collector(prom_registry.Collector):
                     name, doc = AMD_METRICS[key]
                     scale = 1
                 family(name, doc).add_metric(labels, value * scale)
+            for key, name, doc, scale in OWN_METRICS:
+                if metrics.get(key) is not None:
+                    family(name, doc).add_metric(labels,
+                                                 metrics[key] * scale)
+            power = self._exporter.power.get(
+                naming_address(sample.pci_address))
+            if power is not None:
+                family(*POWER_PROFILE_METRIC, extra=('profile', 'error')
+                       ).add_metric(labels + (power.profile,
+                                              power.error or ''), 1)
+                if power.target_w is not None:
+                    family(*POWER_TARGET_METRIC).add_metric(
+                        labels, power.target_w)
+            mig = self._exporter.mig.get(naming_address(sample.pci_address))
+            if mig is not None:
+                fam = family(*MIG_LAYOUT_METRIC, extra=('state',))
+                for name in MIG_STATES:
+                    fam.add_metric(labels + (name,), int(name == mig))
             if amd and 'junction_temperature_c' in metrics:
                 family(*AMD_METRICS['junction_temperature_c']).add_metric(
                     labels, metrics['junction_temperature_c'])
@@ -217,6 +275,13 @@ class _Collector(prom_registry.Collector):
         stats = self._exporter.stats
         yield from families.values()
         fam = core.GaugeMetricFamily(
+            SERVER_ENERGY_METRIC[0], SERVER_ENERGY_METRIC[1],
+            labels=('Hostname', 'instance_uuid', 'pci_bus_id'))
+        for server, (address, joules) in sorted(
+                self._exporter.server_energy.items()):
+            fam.add_metric((host, server, address), joules)
+        yield fam
+        fam = core.GaugeMetricFamily(
             'gpu_nova_ext_sample_duration_seconds',
             'Wall time of the last NVML sample of all GPUs.',
             labels=('Hostname',))
@@ -259,6 +324,12 @@ class Exporter:
         self.stats: dict = {}
         self._lock = threading.Lock()
         self._snapshot: list[dict] = []
+        #: pci address -> power_policy.Applied of the last agent cycle
+        self.power: dict = {}
+        #: pci address -> MIG layout state of the last agent cycle
+        self.mig: dict = {}
+        #: instance uuid -> (PCI address, joules) of the energy ledger
+        self.server_energy: dict = {}
         self._rendered: tuple[int, bytes] | None = None
         self._server = None
 
@@ -269,6 +340,24 @@ class Exporter:
             self._snapshot = entries
             self.stats = {'duration': duration or 0.0,
                           'count': self.stats.get('count', 0) + 1}
+
+    def set_mig(self, states: dict) -> None:
+        """The MIG layout state of each laid-out GPU, by PCI address."""
+        with self._lock:
+            self.mig = {naming_address(k): v for k, v in states.items()}
+            self._rendered = None
+
+    def set_server_energy(self, by_server: dict) -> None:
+        """The energy ledger's totals (the next ``update`` renders)."""
+        with self._lock:
+            self.server_energy = dict(by_server)
+
+    def set_power(self, applied: dict) -> None:
+        """The power policy of the last cycle, by PCI address."""
+        with self._lock:
+            self.power = {naming_address(k): v
+                          for k, v in applied.items()}
+            self._rendered = None
 
     def snapshot(self) -> list[dict]:
         with self._lock:

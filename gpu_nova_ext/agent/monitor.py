@@ -29,6 +29,7 @@ from oslo_log import log as logging
 
 from gpu_nova_ext.agent import anomaly as anomaly_mod
 from gpu_nova_ext.agent import attribution as attribution_mod
+from gpu_nova_ext.agent import energy as energy_mod
 from gpu_nova_ext.agent import exporter as exporter_mod
 from gpu_nova_ext.agent import health as health_mod
 from gpu_nova_ext.agent import notifications
@@ -74,6 +75,7 @@ class HealthMonitor:
         self.attribution = attribution_mod.Attribution(
             conf.agent.libvirt_uri)
         self.detector = anomaly_mod.AnomalyDetector.from_conf(conf)
+        self.energy = energy_mod.EnergyLedger()
         self.notifier = notifier or notifications.HealthNotifier(
             conf, self.host)
         self.exporter = None
@@ -184,6 +186,7 @@ class HealthMonitor:
             started = time.perf_counter()
             samples = self.sampler.sample()
             self.attribution.annotate(samples, now)
+            self.energy.add(samples, now)
             verdicts, entries, changes = [], [], []
             for sample in samples:
                 key = sample.pci_address
@@ -199,6 +202,7 @@ class HealthMonitor:
                 self._latest = {s.pci_address: (s, v)
                                 for s, v in zip(samples, verdicts)}
             if self.exporter is not None:
+                self.exporter.set_server_energy(self.energy.by_server())
                 self.exporter.update(entries, time.perf_counter() - started)
         for sample, verdict in changes:
             self._report_change(sample, verdict)

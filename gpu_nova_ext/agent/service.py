@@ -36,13 +36,16 @@ asking for state (``resend_gpu_state``) and a health change get the state
 cast at once.
 """
 from collections.abc import Callable
+import contextlib
 import signal
 import threading
 import time
 
 from oslo_log import log as logging
 
+from gpu_nova_ext.agent import mig_manager
 from gpu_nova_ext.agent import payload as payload_mod
+from gpu_nova_ext.agent import power_policy
 from gpu_nova_ext import exception
 from gpu_nova_ext.inventory import base
 from gpu_nova_ext.placement import client as pclient
@@ -65,6 +68,20 @@ def _state_facts(inventory: base.HostInventory, root) -> tuple:
         (g.pci_address, tuple(g.provider_uuids), g.assigned,
          g.reserved_for)
         for g in inventory.gpus))
+
+
+@contextlib.contextmanager
+def _nvml(inventory):
+    """pynvml, initialized, when the inventory has an NVIDIA GPU."""
+    if not any(g.vendor == 'nvidia' for g in inventory.gpus):
+        yield None
+        return
+    import pynvml
+    pynvml.nvmlInit()
+    try:
+        yield pynvml
+    finally:
+        pynvml.nvmlShutdown()
 
 
 def _default_discover(conf) -> base.HostInventory:
@@ -104,6 +121,9 @@ class AgentService:
         self.client = client or pclient.PlacementClient(conf,
                                                         abort=self._stop)
         self.reporter = preporter.Reporter(conf, self.client)
+        # [mig] layouts are checked now: a bad one stops the start
+        self.mig = mig_manager.MigManager(conf)
+        self.power = power_policy.PowerPolicy(conf)
         self._discover = discover or _default_discover
         self.monitor = monitor
         self.state_client = state_client
@@ -125,6 +145,8 @@ class AgentService:
         """
         with self._lock:
             inventory = self._discover(self.conf)
+            if not dry_run:
+                self._apply_power(inventory)
             if self.monitor is not None:
                 self.monitor.apply(inventory)
         try:
@@ -145,6 +167,34 @@ class AgentService:
         result = self.reporter.report(inventory, dry_run=dry_run)
         self.last_result = result
         return result
+
+    def _apply_power(self, inventory) -> None:
+        """Keep ``[power] profiles`` on the GPUs (again after a reload)."""
+        if not self.power.active:
+            return
+
+        def apply():
+            with _nvml(inventory) as nvml:
+                applied = self.power.apply(nvml, inventory)
+            exporter = getattr(self.monitor, 'exporter', None)
+            if exporter is not None:
+                exporter.set_power(applied)
+
+        self._guarded(apply, 'the power policy step')
+
+    def check_power(self) -> None:
+        """Refuse (InvalidOption) a ``[power]`` limit a GPU cannot take."""
+        if not self.power.active:
+            return
+        try:
+            inventory = self._discover(self.conf)
+            with _nvml(inventory) as nvml:
+                self.power.check(nvml, inventory)
+        except exception.InvalidOption:
+            raise
+        except Exception as exc:  # noqa: the cycles apply and report it
+            LOG.warning('Power limits not checked at start (%s); each '
+                        'cycle checks them as it applies them', exc)
 
     def _reuse_provider_uuids(self, inventory, source=None,
                               force: bool = False):
@@ -215,6 +265,7 @@ class AgentService:
 
     def run(self) -> int:
         """Run until :meth:`stop` (or SIGTERM); returns the exit code."""
+        self.check_power()
         self._install_signal_handlers()
         self._start_helpers()
         steps = [threading.Thread(target=self._forever, args=(loop,),
@@ -358,6 +409,7 @@ class AgentService:
     def _state_step(self) -> None:
         """discover -> monitor.apply -> cast; then hand it to Placement."""
         inventory = self._discover(self.conf)
+        self._apply_power(inventory)
         with self._lock:
             if self.monitor is not None:
                 self.monitor.apply(inventory)
@@ -382,6 +434,8 @@ class AgentService:
                 continue
             before = _state_facts(inventory, self.reporter.compute_node)
             self._guarded_cycle(inventory)
+            if self.mig.active:
+                self._mig_step(inventory)
             if _state_facts(inventory, self.reporter.compute_node) != before:
                 # the state cast before this report is out of date; a newer
                 # inventory (discovered meanwhile) gets what it found too
@@ -391,6 +445,23 @@ class AgentService:
                             self.last_inventory, source=inventory,
                             force=True)
                 self.request_resend()
+
+    def _mig_step(self, inventory) -> None:
+        """Lay out the GPUs that ``[mig] layouts`` names and nothing uses.
+
+        After a change, a cycle at once: the vGPU types of the new GPU
+        instances are discovered and reported like any other.
+        """
+        changed = []
+        self._guarded(
+            lambda: changed.append(self.mig.cycle(inventory, self.client)),
+            'the MIG layout step')
+        exporter = getattr(self.monitor, 'exporter', None)
+        if exporter is not None:
+            exporter.set_mig({o.plan.pci_address: o.status
+                              for o in self.mig.last})
+        if any(changed):
+            self.trigger()
 
     def _guarded_cycle(self, inventory) -> None:
         start = time.monotonic()

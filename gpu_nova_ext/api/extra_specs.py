@@ -135,6 +135,15 @@ VALIDATORS = [
        '[gpu_scheduler] intra_host_policy.',
        _enum(request.POLICIES),
        request.parse_policy, 'pack, spread, coolest or least_loaded'),
+    _v('gpu:power_profile',
+       'The power profile the GPU must run under ([power] profiles of the '
+       'agents): max-performance, balanced, efficiency, or a limit such as '
+       '250W or 80% exactly as the agents are configured.',
+       {'type': str, 'pattern': request.schema.POWER_PROFILE_PATTERN[1:-1],
+        'description': 'a power profile'},
+       request.parse_power_profile,
+       'max-performance, balanced, efficiency, or a limit such as 250W or '
+       '80%'),
 ]
 
 # Nova looks a key up by exact name first, so this only meets unknown keys.

@@ -47,6 +47,16 @@ def register(subparsers) -> None:
         help='Listen this long for GPU state from the agents (needs '
              'transport_url; 0, the default, reads Placement only; at '
              'most %d).' % MAX_STATE_WAIT)
+    parser.add_argument(
+        '--energy-window', type=float, default=0.0, metavar='SECONDS',
+        help='Instead of the GPU view: the GPU energy each server and '
+             "project used over this many seconds, read from the agents' "
+             'exporters at its start and end (at most %d; longer windows: '
+             'Prometheus).' % MAX_STATE_WAIT)
+    parser.add_argument(
+        '--exporter', action='append', default=[], metavar='HOST=URL',
+        help="A host's exporter URL for --energy-window (default "
+             'http://HOST:<[agent] prometheus_port>/metrics); repeatable.')
     parser.set_defaults(func=run)
 
 
@@ -82,12 +92,59 @@ def check_state_wait(value: float) -> float:
     return value
 
 
+def exporter_urls(args, conf, hosts) -> dict[str, str]:
+    urls = {h: 'http://%s:%d/metrics' % (h, conf.agent.prometheus_port)
+            for h in hosts}
+    for item in args.exporter:
+        host, sep, url = item.partition('=')
+        if not sep or not host or not url.startswith(('http://',
+                                                      'https://')):
+            raise exception.InvalidArgument(
+                argument='--exporter', value=item,
+                reason='give HOST=URL, e.g. cmp-1=http://cmp-1:9835/metrics')
+        urls[host] = url
+    return urls
+
+
+def wait_window(seconds: float) -> None:
+    """The energy window between the two readings."""
+    time.sleep(seconds)
+
+
+def run_energy(args, conf, client) -> int:
+    from gpu_nova_ext.operator import audit_energy
+
+    window = args.energy_window
+    if not (math.isfinite(window) and 0 < window <= MAX_STATE_WAIT):
+        raise exception.InvalidArgument(
+            argument='--energy-window', value=window,
+            reason='give the seconds to measure, more than 0 and at most '
+                   '%d' % MAX_STATE_WAIT)
+    urls = exporter_urls(args, conf, audit_energy.hosts(
+        audit.collect(client)))
+    warnings: list[str] = []
+    before = audit_energy.scrape_all(urls, warnings)
+    wait_window(window)
+    after = audit_energy.scrape_all(urls, [])
+    servers = {s for readings in after.values() for s in readings}
+    projects = {s: audit_energy.project_of(client, s) for s in servers}
+    report = audit_energy.build(window, before, after, projects, warnings)
+    if args.format == 'json':
+        json.dump(report.to_dict(), sys.stdout, indent=2, sort_keys=True)
+        sys.stdout.write('\n')
+    else:
+        sys.stdout.write(audit_energy.render_table(report))
+    return 0
+
+
 def run(args: argparse.Namespace, conf: cfg.ConfigOpts,
         client=None) -> int:
     check_state_wait(args.state_wait)
     if client is None:
         from gpu_nova_ext.placement import client as placement_client
         client = placement_client.PlacementClient(conf)
+    if args.energy_window:
+        return run_energy(args, conf, client)
     providers = audit.collect(client)
     states = live_states(conf, args.state_wait) if args.state_wait else {}
     report = audit.build_report(providers, states)

@@ -109,8 +109,14 @@ def run(args: argparse.Namespace, conf: cfg.ConfigOpts) -> int:
 
     if args.libvirt_uri:
         conf.set_override('libvirt_uri', args.libvirt_uri, group='agent')
+    from gpu_nova_ext.agent import mig_layout
+
+    options = options_from_args(args)
+    options.mig_layouts = {
+        model: layout.counts for model, layout in
+        mig_layout.parse_layouts(conf.mig.layouts).items()}
     inventory = manager.discover(conf)
-    text = nova_conf.generate(inventory, options_from_args(args)).render()
+    text = nova_conf.generate(inventory, options).render()
     if not args.output or args.output == '-':
         sys.stdout.write(text)
         return 0

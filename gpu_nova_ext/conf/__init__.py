@@ -23,10 +23,13 @@ from gpu_nova_ext.conf import default
 from gpu_nova_ext.conf import gpu_scheduler
 from gpu_nova_ext.conf import gpu_weights
 from gpu_nova_ext.conf import health
+from gpu_nova_ext.conf import mig
 from gpu_nova_ext.conf import placement
+from gpu_nova_ext.conf import power
 from gpu_nova_ext.conf import remediation
 
-AGENT_MODULES = (default, agent, placement, health, remediation)
+AGENT_MODULES = (default, agent, placement, health, remediation, mig,
+                 power)
 NOVA_MODULES = (gpu_scheduler, gpu_weights)
 
 

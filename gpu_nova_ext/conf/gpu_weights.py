@@ -96,6 +96,16 @@ Multiplier of GpuPowerWeigher (power headroom: limit minus draw).
 Positive prefers GPUs far from their power cap.  Off by default.
 """),
     cfg.Opt(
+        'energy_weight_multiplier',
+        type=MULTIPLIER,
+        default=0.0,
+        help="""
+Multiplier of GpuEnergyWeigher (work per watt: the relative capability of
+the GPU's model, from ``capability_scores``, over the GPU's power limit,
+which a ``[power] profiles`` cap lowers).  Positive prefers the GPUs that
+do the request's work for the least energy.  Off by default.
+"""),
+    cfg.Opt(
         'capability_weight_multiplier',
         type=MULTIPLIER,
         default=0.0,

@@ -73,6 +73,14 @@ spelling, a UUID or a :class:`FakeDevice`):
 * ``fake.set_active_vgpus(gpu, [(type_id, sm_util_pct), ...])``.
 * ``fake.calls``: a ``collections.Counter`` of C function names called
   (to assert that a NotSupported field is not retried).
+* MIG (``nvml_mig``): ``fake.set_mig_mode(gpu, current, pending)``,
+  ``fake.block_mig_activation(gpu, code)`` (a mode change then stays
+  pending: ``NVML_ERROR_IN_USE`` or ``NVML_ERROR_RESET_REQUIRED``),
+  ``fake.reset_gpu(gpu)`` (the pending mode becomes current, instances
+  are gone), ``fake.use_gpu_instance(gpu, gi_id)`` (destroy answers
+  IN_USE), ``fake.gpu_instances(gpu)``.
+* ``fake.restart_driver()``: what a driver reload does: power limits back
+  to their defaults, GPU instances gone, pending MIG modes current.
 
 Tests must run under the fixture only: ``pynvml.nvmlLib`` is process
 global, so two FakeNvml fixtures must not be active at once.
@@ -97,6 +105,7 @@ from gpu_nova_ext.fakes import nvml_abi as abi
 from gpu_nova_ext.fakes import nvml_boards as boards
 from gpu_nova_ext.fakes import nvml_info
 from gpu_nova_ext.fakes import nvml_metrics
+from gpu_nova_ext.fakes import nvml_mig
 
 # the names tests and tools use, as before the split
 MIB = boards.MIB
@@ -111,7 +120,8 @@ parse_pci = boards.parse_pci
 
 
 class FakeNvmlLibrary(nvml_info.InfoCalls,
-                      nvml_metrics.MetricCalls):
+                      nvml_metrics.MetricCalls,
+                      nvml_mig.MigCalls):
     """Stands for ``libnvidia-ml.so.1``: C functions as Python callables.
 
     Each method takes ctypes arguments exactly as pynvml passes them and
@@ -158,6 +168,7 @@ class FakeNvml(fixtures.Fixture):
         self.devices: list[FakeDevice] = []
         self.event_sets: dict[int, abi.EventSet] = {}
         self._by_address: dict[int, FakeDevice] = {}
+        self._gpu_instances: dict[int, nvml_mig.GpuInstance] = {}
         self._lock = threading.Lock()
         self.lib: FakeNvmlLibrary | None = None
 
@@ -192,6 +203,19 @@ class FakeNvml(fixtures.Fixture):
             return self._by_address.get(ctypes.addressof(handle.contents))
         except (ValueError, AttributeError, TypeError):
             return None
+
+    def gpu_instance_by_handle(self, handle):
+        try:
+            return self._gpu_instances.get(
+                ctypes.addressof(handle.contents))
+        except (ValueError, AttributeError, TypeError):
+            return None
+
+    def register_gpu_instance(self, gi) -> None:
+        self._gpu_instances[ctypes.addressof(gi.struct)] = gi
+
+    def unregister_gpu_instance(self, gi) -> None:
+        self._gpu_instances.pop(ctypes.addressof(gi.struct), None)
 
     def event_set(self, event_set) -> abi.EventSet | None:
         try:
@@ -239,6 +263,33 @@ class FakeNvml(fixtures.Fixture):
         dev = self.device(gpu)
         dev.mig_current = int(current)
         dev.mig_pending = int(current if pending is None else pending)
+
+    def block_mig_activation(self, gpu, code: int | None) -> None:
+        """Keep MIG mode changes pending (IN_USE, RESET_REQUIRED)."""
+        self.device(gpu).mig_activation_blocker = code
+
+    def reset_gpu(self, gpu) -> None:
+        """A GPU reset: the pending MIG mode becomes current."""
+        dev = self.device(gpu)
+        for gi in list(dev.gpu_instances.values()):
+            self.unregister_gpu_instance(gi)
+        dev.gpu_instances.clear()
+        dev.mig_current = dev.mig_pending
+        dev.mig_activation_blocker = None
+
+    def restart_driver(self) -> None:
+        """A driver reload: limits back to defaults, GPUs reset."""
+        for dev in self.devices:
+            dev.metrics.power_limit_mw = None
+            self.reset_gpu(dev)
+
+    def gpu_instances(self, gpu) -> list:
+        """``(profile name, start)`` of a GPU's instances, by start."""
+        return sorted((gi.profile.name, gi.start) for gi in
+                      self.device(gpu).gpu_instances.values())
+
+    def use_gpu_instance(self, gpu, gi_id: int, used: bool = True):
+        self.device(gpu).gpu_instances[gi_id].in_use = used
 
     def lose(self, gpu, lost: bool = True) -> None:
         """GPU fallen off the bus: every call returns GPU_IS_LOST."""

@@ -84,6 +84,8 @@ class GpuProfile:
     unsupported: frozenset = frozenset()
     unsupported_fields: frozenset = frozenset()
     idle_power_mw: int = 50000
+    #: its MIG geometry (a key of ``inventory.mig_profiles.BOARDS``)
+    mig_board: str | None = None
 
 
 _FAN = 'nvmlDeviceGetFanSpeed'
@@ -119,7 +121,7 @@ PROFILES: dict[str, GpuProfile] = {p.key: p for p in (
             ('16C', 16384, 5), ('20C', 20480, 4), ('40C', 40960, 2),
             ('80C', 81920, 1))),
         unsupported=frozenset({_FAN, _ENCODER}) | _RETIRED,
-        unsupported_fields=_RETIRED_FIELDS),
+        unsupported_fields=_RETIRED_FIELDS, mig_board='A100_80GB'),
     GpuProfile(
         key='H100_SXM5_80GB', name='NVIDIA H100 80GB HBM3',
         arch=pynvml.NVML_DEVICE_ARCH_HOPPER,
@@ -133,7 +135,54 @@ PROFILES: dict[str, GpuProfile] = {p.key: p for p in (
             ('16C', 16384, 5), ('20C', 20480, 4), ('40C', 40960, 2),
             ('80C', 81920, 1))),
         unsupported=frozenset({_FAN, _ENCODER}) | _RETIRED,
-        unsupported_fields=_RETIRED_FIELDS, idle_power_mw=70000),
+        unsupported_fields=_RETIRED_FIELDS, idle_power_mw=70000,
+        mig_board='H100_80GB'),
+    # the boards below serve the MIG model (their vGPU types are
+    # MIG-backed only in real drivers: none here)
+    GpuProfile(
+        key='A100_SXM4_40GB', name='NVIDIA A100-SXM4-40GB',
+        arch=pynvml.NVML_DEVICE_ARCH_AMPERE,
+        pci_device_id=0x20B010DE, pci_subsystem_id=0x134F10DE,
+        memory_mib=40960, reserved_mib=573, cuda_cc=(8, 0), mig_capable=True,
+        shutdown_c=92, slowdown_c=89, gpu_max_c=85, mem_max_c=95,
+        power_default_limit_mw=400000, power_min_limit_mw=100000,
+        power_max_limit_mw=400000, max_sm_clock=1410, max_mem_clock=1215,
+        unsupported=frozenset({_FAN, _ENCODER}) | _RETIRED,
+        unsupported_fields=_RETIRED_FIELDS, mig_board='A100_40GB'),
+    GpuProfile(
+        key='A30', name='NVIDIA A30',
+        arch=pynvml.NVML_DEVICE_ARCH_AMPERE,
+        pci_device_id=0x20B710DE, pci_subsystem_id=0x153210DE,
+        memory_mib=24576, reserved_mib=431, cuda_cc=(8, 0), mig_capable=True,
+        shutdown_c=92, slowdown_c=89, gpu_max_c=85, mem_max_c=95,
+        power_default_limit_mw=165000, power_min_limit_mw=100000,
+        power_max_limit_mw=165000, max_sm_clock=1440, max_mem_clock=1215,
+        unsupported=frozenset({_FAN, _ENCODER}) | _RETIRED,
+        unsupported_fields=_RETIRED_FIELDS, idle_power_mw=30000,
+        mig_board='A30'),
+    GpuProfile(
+        key='H200', name='NVIDIA H200',
+        arch=pynvml.NVML_DEVICE_ARCH_HOPPER,
+        pci_device_id=0x233510DE, pci_subsystem_id=0x18BE10DE,
+        memory_mib=143771, reserved_mib=693, cuda_cc=(9, 0), mig_capable=True,
+        shutdown_c=92, slowdown_c=89, gpu_max_c=87, mem_max_c=95,
+        power_default_limit_mw=700000, power_min_limit_mw=200000,
+        power_max_limit_mw=700000, max_sm_clock=1980, max_mem_clock=3201,
+        unsupported=frozenset({_FAN, _ENCODER}) | _RETIRED,
+        unsupported_fields=_RETIRED_FIELDS, idle_power_mw=75000,
+        mig_board='H200'),
+    GpuProfile(
+        key='B200', name='NVIDIA B200',
+        arch=pynvml.NVML_DEVICE_ARCH_BLACKWELL,
+        pci_device_id=0x290110DE, pci_subsystem_id=0x199910DE,
+        memory_mib=183359, reserved_mib=795, cuda_cc=(10, 0),
+        mig_capable=True,
+        shutdown_c=92, slowdown_c=89, gpu_max_c=87, mem_max_c=95,
+        power_default_limit_mw=1000000, power_min_limit_mw=200000,
+        power_max_limit_mw=1000000, max_sm_clock=1965, max_mem_clock=3996,
+        unsupported=frozenset({_FAN, _ENCODER}) | _RETIRED,
+        unsupported_fields=_RETIRED_FIELDS, idle_power_mw=140000,
+        mig_board='B200'),
     GpuProfile(
         key='L4', name='NVIDIA L4',
         arch=pynvml.NVML_DEVICE_ARCH_ADA,
@@ -238,6 +287,12 @@ class FakeDevice:
             int.from_bytes(seed[16:24], 'big') % 10 ** 11)
         self.mig_current = int(spec.mig_enabled)
         self.mig_pending = int(spec.mig_enabled)
+        #: GPU instances by GPU-instance id (``fakes.nvml_mig``)
+        self.gpu_instances: dict = {}
+        #: what keeps a MIG mode change pending: None (the driver resets
+        #: the GPU at once), NVML_ERROR_IN_USE (a process holds it) or
+        #: NVML_ERROR_RESET_REQUIRED (a platform without GPU reset)
+        self.mig_activation_blocker: int | None = None
         self.metrics = Metrics()
         for key, value in spec.metrics.items():
             set_metric(self.metrics, key, value)

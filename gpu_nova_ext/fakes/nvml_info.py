@@ -185,6 +185,17 @@ class InfoCalls:
         return pynvml.NVML_SUCCESS
 
     @abi.device_fn
+    def nvmlDeviceSetPowerManagementLimit(self, dev, limit):
+        # nvml.h: INVALID_ARGUMENT outside the constraints, NO_PERMISSION
+        # unless root (set_error), NOT_SUPPORTED where not settable
+        limit = abi.arg_value(limit)
+        p = dev.profile
+        if not p.power_min_limit_mw <= limit <= p.power_max_limit_mw:
+            return pynvml.NVML_ERROR_INVALID_ARGUMENT
+        dev.metrics.power_limit_mw = limit
+        return pynvml.NVML_SUCCESS
+
+    @abi.device_fn
     def nvmlDeviceGetMaxClockInfo(self, dev, clock, out):
         value = {pynvml.NVML_CLOCK_GRAPHICS: dev.profile.max_sm_clock,
                  pynvml.NVML_CLOCK_SM: dev.profile.max_sm_clock,

@@ -111,6 +111,9 @@ class Gpu:
     # Filled by the Placement reporter: the project whose reservation trait
     # (``CUSTOM_GPU_RESERVED_<project>``) its providers carry, or None.
     reserved_for: str | None = None
+    # Filled by the agent's power policy: the ``[power] profiles`` profile
+    # applied to this GPU, or None (no profile, or not applied).
+    power_profile: str | None = None
 
     def to_state(self) -> dict[str, Any]:
         """The GPU object of the state payload (design doc: State protocol)."""
@@ -149,6 +152,9 @@ class Gpu:
         if self.reserved_for is not None:
             # optional: only reserved GPUs carry it
             state['reserved_for'] = self.reserved_for
+        if self.power_profile is not None:
+            # optional: only GPUs under a power profile carry it
+            state['power_profile'] = self.power_profile
         # last: the scheduler's cache takes it out and back fastest there
         state['metrics'] = metrics
         return state

@@ -41,6 +41,9 @@ class NovaMdevConfig:
     device_addresses: dict[str, list[str]] = dataclasses.field(
         default_factory=dict)
     files: list[str] = dataclasses.field(default_factory=list)
+    #: the JSON values of ``[pci] device_spec`` (or the older
+    #: ``passthrough_whitelist``): whole devices Nova passes through
+    pci_device_specs: list[str] = dataclasses.field(default_factory=list)
 
     def type_for(self, addresses: list[str]) -> str | None:
         """The type Nova offers on a GPU known by ``addresses`` (PF, VFs).
@@ -92,6 +95,9 @@ def parse_files(paths: list[str]) -> NovaMdevConfig:
                or _values(sections, 'devices', 'enabled_vgpu_types')
                or [])
     result.enabled_types = enabled
+    pci = sections.get('pci', {})
+    result.pci_device_specs = list(pci.get('device_spec')
+                                   or pci.get('passthrough_whitelist') or [])
     for type_id in enabled:
         raw = _values(sections, 'mdev_%s' % type_id, 'device_addresses')
         if not raw:

@@ -47,6 +47,7 @@ import json
 
 from gpu_nova_ext.inventory import base
 from gpu_nova_ext import naming
+from gpu_nova_ext.operator import nova_conf_mig
 from gpu_nova_ext.operator import resource_classes
 from gpu_nova_ext.placement import translation
 
@@ -57,7 +58,8 @@ NOVA_DEFAULT_FILTERS = (
 PCI_FILTER = 'PciPassthroughFilter'
 GPU_FILTERS = (
     'GpuModelFilter', 'GpuMemoryFilter', 'GpuCapabilityFilter',
-    'GpuHealthFilter', 'GpuReservationFilter', 'GpuCandidateOrderFilter')
+    'GpuHealthFilter', 'GpuReservationFilter', 'GpuPowerProfileFilter',
+    'GpuCandidateOrderFilter')
 AVAILABLE_FILTERS = (
     'nova.scheduler.filters.all_filters',
     'gpu_nova_ext.scheduler.filters.all_filters')
@@ -132,6 +134,9 @@ class GeneratorOptions:
     #: ``[mdev_<type>] mdev_class``: ``model`` (``CUSTOM_VGPU_<MODEL>``,
     #: the default) or ``vgpu`` (Nova's ``VGPU``, no ``mdev_class``)
     vgpu_class: str = 'model'
+    #: ``[mig] layouts``: model -> ((profile name, count), ...); a GPU of
+    #: such a model gets one mdev type per profile (nova_conf_mig)
+    mig_layouts: dict = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -319,6 +324,26 @@ def _mdev(gpu: base.Gpu, mdev_types: dict, opts: GeneratorOptions,
                 entry['max'] = None
 
 
+def _mig_layout(gpu: base.Gpu, mdev_types: dict, opts: GeneratorOptions,
+                notes: list[str]) -> None:
+    chosen = nova_conf_mig.layout_types(gpu, opts.mig_layouts[gpu.model],
+                                        notes)
+    if not chosen:
+        # not laid out yet (in use, or the agent has not run): keep what
+        # the GPU offers now
+        notes.append('GPU %s: its MIG layout is not applied yet; offering '
+                     'its current vGPU type.' % gpu.pci_address)
+        _mdev(gpu, mdev_types, opts, notes)
+        return
+    for type_id, parents in chosen.items():
+        entry = mdev_types.setdefault(type_id, {'addresses': [], 'max': 0,
+                                                'models': set()})
+        entry['models'].add(naming.normalize_model(gpu.model or ''))
+        entry['addresses'].extend(parents)
+        if entry['max'] is not None:
+            entry['max'] += len(parents)    # one vGPU per parent VF
+
+
 def _nvml_max(gpu: base.Gpu, t: base.MdevType) -> int | None:
     # libvirt reports availability only; NVML knows a type's maximum
     for nv in gpu.vgpu_types:
@@ -374,6 +399,8 @@ def generate(inventory: base.HostInventory,
             _passthrough(gpu, drop, aliases, opts)
         elif mode == naming.MODE_VGPU_VFIO:
             _vgpu_vfio(gpu, drop, aliases, opts)
+        elif gpu.model in opts.mig_layouts:
+            _mig_layout(gpu, mdev_types, opts, drop.notes)
         else:
             _mdev(gpu, mdev_types, opts, drop.notes)
     pci_used = bool(aliases)

@@ -37,6 +37,7 @@ from typing import Any
 from oslo_log import log as logging
 
 from gpu_nova_ext import naming
+from gpu_nova_ext.state import schema
 
 LOG = logging.getLogger(__name__)
 
@@ -153,6 +154,14 @@ def parse_policy(value: str) -> str:
     return _choice(value, POLICIES)
 
 
+def parse_power_profile(value: str) -> str:
+    """A power profile as the agents report it (``[power] profiles``)."""
+    if not re.match(schema.POWER_PROFILE_PATTERN, value):
+        raise ValueError('one of %s, or a limit such as 250W or 80%%'
+                         % ', '.join(schema.POWER_PROFILES))
+    return value
+
+
 # key -> (GpuRequest field, parser, filter that enforces it)
 KEYS = {
     'gpu:model': ('models', parse_models, 'GpuModelFilter'),
@@ -165,13 +174,16 @@ KEYS = {
     'gpu:health': ('health', parse_health, 'GpuHealthFilter'),
     'gpu:intra_host_policy': ('intra_host_policy', parse_policy,
                               'GpuCandidateOrderFilter'),
+    'gpu:power_profile': ('power_profile', parse_power_profile,
+                          'GpuPowerProfileFilter'),
 }
 # unknown gpu: keys are the model filter's to reject
 UNKNOWN_KEY_FILTER = 'GpuModelFilter'
 # keys whose value constrains the GPU (missing_state_policy
 # fail_constrained); gpu:health counts unless it is "any"
 CONSTRAINT_FIELDS = ('models', 'vendor', 'mode', 'vgpu_types',
-                     'memory_min_mib', 'cuda_cc_min', 'driver_min')
+                     'memory_min_mib', 'cuda_cc_min', 'driver_min',
+                     'power_profile')
 
 
 def misspelt(key: str) -> str | None:
@@ -210,6 +222,7 @@ class GpuRequest:
     driver_min: tuple[int, ...] | None = None
     health: str = 'healthy'
     intra_host_policy: str | None = None
+    power_profile: str | None = None
     errors: tuple[SpecError, ...] = ()
     # asks something of the GPU itself (see CONSTRAINT_FIELDS)
     constrained: bool = False

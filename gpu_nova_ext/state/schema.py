@@ -52,6 +52,11 @@ HEALTH_STATES = ('healthy', 'degraded', 'unhealthy')
 #: health state -> rank (filters compare ranks)
 HEALTH_RANK = {state: rank for rank, state in enumerate(HEALTH_STATES)}
 AGENT_MODES = ('annotate', 'inventory')
+#: the named power profiles (``[power] profiles``, ``gpu:power_profile``);
+#: a GPU's ``power_profile`` is one of them or an explicit limit
+POWER_PROFILES = ('max-performance', 'balanced', 'efficiency')
+POWER_PROFILE_PATTERN = (r'^(max-performance|balanced|efficiency|'
+                         r'\d+(\.\d+)?W|\d+(\.\d+)?%)$')
 
 MAX_STRING = 255
 MAX_LIST = 256
@@ -126,6 +131,8 @@ GPU_FACTS = {
         'numa_node': _number(-1, 4096, integer=True),
         'driver_version': _string(pattern=r'^(\d+(\.\d+)*)?$'),
         'cuda_cc': _string(pattern=r'^(\d+\.\d+)?$'),
+        # optional (agents before it leave it out): the [power] profile
+        'power_profile': _string(pattern=POWER_PROFILE_PATTERN),
         'vgpu_types': {'type': ['array', 'null'], 'maxItems': MAX_LIST,
                        'items': {
                            'type': 'object', 'required': ['id'],

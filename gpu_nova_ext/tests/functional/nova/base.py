@@ -56,7 +56,7 @@ IMAGE = '155d900f-4e14-4e4c-a73d-069cbf4541e6'
 
 GPU_FILTERS = ['GpuModelFilter', 'GpuMemoryFilter', 'GpuCapabilityFilter',
                'GpuHealthFilter', 'GpuReservationFilter',
-               'GpuCandidateOrderFilter']
+               'GpuPowerProfileFilter', 'GpuCandidateOrderFilter']
 
 # The two mdev-capable pGPUs fakelibvirt gives a host (num_mdevcap=2).
 PGPU0 = '0000:81:00.0'

@@ -21,7 +21,7 @@ TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..',
 DESIGN = os.path.join(TOP, 'doc', 'source', 'contributor', 'index.rst')
 SECTIONS = ('Architecture', 'Placement ownership', 'Flavor extra specs',
             'Scheduler plugins', 'State protocol', 'Health', 'Reservations',
-            'Operator CLI',
+            'MIG layouts and power', 'Operator CLI',
             'Simulator')
 
 

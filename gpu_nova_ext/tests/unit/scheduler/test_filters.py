@@ -48,7 +48,8 @@ class TestAllFilters(base.PluginTestCase):
         names = sorted(c.__name__ for c in gpu_filters.all_filters())
         self.assertEqual(['GpuCandidateOrderFilter', 'GpuCapabilityFilter',
                           'GpuHealthFilter', 'GpuMemoryFilter',
-                          'GpuModelFilter', 'GpuReservationFilter'], names)
+                          'GpuModelFilter', 'GpuPowerProfileFilter',
+                          'GpuReservationFilter'], names)
         for cls in gpu_filters.all_filters():
             self.assertFalse(cls.RUN_ON_REBUILD)
 

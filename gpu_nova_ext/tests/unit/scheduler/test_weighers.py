@@ -42,7 +42,8 @@ class TestAllWeighers(WeigherTestCase):
 
     def test_stevedore_namespace(self):
         self.assertEqual(
-            ['GpuCapabilityWeigher', 'GpuHostAvoidanceWeigher',
+            ['GpuCapabilityWeigher', 'GpuEnergyWeigher',
+             'GpuHostAvoidanceWeigher',
              'GpuPackingWeigher', 'GpuPowerWeigher', 'GpuReservationWeigher',
              'GpuThermalWeigher', 'GpuUtilizationWeigher'],
             sorted(c.__name__ for c in gpu_weighers.all_weighers()))

@@ -1,0 +1,124 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""A GPU's MIG state read, and a layout plan carried out, through NVML.
+
+NVML calls: ``nvmlDeviceGetMigMode``, ``nvmlDeviceSetMigMode``,
+``nvmlDeviceGetGpuInstanceProfileInfo`` (V),
+``nvmlDeviceGetGpuInstances``, ``nvmlGpuInstanceGetInfo``,
+``nvmlGpuInstanceDestroy``, ``nvmlDeviceCreateGpuInstanceWithPlacement``.
+Profile ids come from the driver (``info.id``), not from the shipped
+table, so a driver that numbers them otherwise still works.
+"""
+import ctypes
+import dataclasses
+
+from gpu_nova_ext.inventory import mig_profiles
+
+
+@dataclasses.dataclass
+class MigState:
+    current: bool | None = None       # None: not MIG-capable
+    pending: bool | None = None
+    #: (profile name, start, GPU-instance handle)
+    instances: list = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class ApplyResult:
+    done: list[str] = dataclasses.field(default_factory=list)
+    pending: list[str] = dataclasses.field(default_factory=list)
+    failed: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.done)
+
+
+def driver_profiles(nvml, handle, board) -> dict[str, int]:
+    """Profile name -> the driver's profile id, for the board's profiles."""
+    ids = {}
+    for profile in board.profiles:
+        try:
+            info = nvml.nvmlDeviceGetGpuInstanceProfileInfo(
+                handle, profile.nvml_index)
+        except nvml.NVMLError_NotSupported:
+            continue
+        ids[profile.name] = info.id
+    return ids
+
+
+def read_state(nvml, handle, board: mig_profiles.MigBoard | None) -> MigState:
+    try:
+        current, pending = nvml.nvmlDeviceGetMigMode(handle)
+    except nvml.NVMLError_NotSupported:
+        return MigState()
+    state = MigState(current == nvml.NVML_DEVICE_MIG_ENABLE,
+                     pending == nvml.NVML_DEVICE_MIG_ENABLE)
+    if not state.current or board is None:
+        return state
+    for name, profile_id in driver_profiles(nvml, handle, board).items():
+        profile = board.profile(name)
+        count = ctypes.c_uint(profile.max_instances)
+        array = (nvml.c_nvmlGpuInstance_t * profile.max_instances)()
+        nvml.nvmlDeviceGetGpuInstances(handle, profile_id, array,
+                                       ctypes.byref(count))
+        for i in range(count.value):
+            info = nvml.nvmlGpuInstanceGetInfo(array[i])
+            state.instances.append((name, info.placement.start, array[i]))
+    return state
+
+
+def _error(nvml, exc) -> str:
+    names = {nvml.NVML_ERROR_IN_USE: 'in use',
+             nvml.NVML_ERROR_INSUFFICIENT_RESOURCES: 'insufficient '
+             'resources',
+             nvml.NVML_ERROR_RESET_REQUIRED: 'GPU reset required',
+             nvml.NVML_ERROR_NO_PERMISSION: 'no permission (run as root)'}
+    value = getattr(exc, 'value', None)
+    return names.get(value) or 'NVML error %s' % value
+
+
+def apply_plan(nvml, handle, board, plan, state: MigState) -> ApplyResult:
+    """Run ``plan.steps`` on the GPU; stop at the first failure."""
+    result = ApplyResult()
+    handles = {(name, start): h for name, start, h in state.instances}
+    ids = None
+    for kind, what in plan.steps:
+        try:
+            if kind == 'enable':
+                status = nvml.nvmlDeviceSetMigMode(
+                    handle, nvml.NVML_DEVICE_MIG_ENABLE)
+                if status != nvml.NVML_SUCCESS:
+                    result.pending.append(
+                        'MIG mode enabled, pending until a GPU reset (%s)'
+                        % _error(nvml, nvml.NVMLError(status)))
+                    return result
+                result.done.append('enabled MIG mode')
+            elif kind == 'destroy':
+                nvml.nvmlGpuInstanceDestroy(handles[what])
+                result.done.append('destroyed %s at slice %d' % what)
+            else:
+                if ids is None:
+                    ids = driver_profiles(nvml, handle, board)
+                profile = board.profile(what[0])
+                placement = nvml.c_nvmlGpuInstancePlacement_t(
+                    what[1], profile.memory_slices)
+                nvml.nvmlDeviceCreateGpuInstanceWithPlacement(
+                    handle, ids[what[0]], ctypes.byref(placement))
+                result.done.append('created %s at slice %d' % what)
+        except nvml.NVMLError as exc:
+            result.failed.append('%s %s: %s' % (
+                kind, '%s at slice %d' % what if what else 'MIG mode',
+                _error(nvml, exc)))
+            return result
+    return result

@@ -1,0 +1,68 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""[mig] options: the MIG layouts the agent keeps on this host's GPUs."""
+from oslo_config import cfg
+
+from gpu_nova_ext.conf import utils
+
+mig_group = cfg.OptGroup(
+    'mig',
+    title='MIG layout options',
+    help='NVIDIA Multi-Instance GPU layouts the agent lays out on the '
+         'GPUs of this host.')
+
+mig_opts = [
+    cfg.MultiStrOpt(
+        'layouts',
+        default=[],
+        help="""
+The GPU instances wanted on every GPU of a model, one model per value:
+``MODEL:PROFILE=COUNT[,PROFILE=COUNT...]``, for example
+``A100_80GB_PCIE:3g.40gb=1,2g.20gb=1,1g.10gb=2``.
+
+``MODEL`` is the normalized model (``gpu-nova-ext discover`` shows it);
+profiles are NVIDIA's MIG profile names (``nvidia-smi mig -lgip``).  The
+agent checks each value at start against NVIDIA's documented profiles
+(A100 40/80 GB, A30, H100 80 GB, H200, B200) and refuses a model without
+MIG, a profile the model lacks, more instances than a profile allows or
+than the GPU's slices hold, and a model that nova.conf passes through as
+a whole GPU (``[pci] device_spec``).
+
+A GPU of a listed model is laid out only while nothing uses it: no
+allocation in Placement on its providers and no server holding it in
+libvirt.  A GPU in use is never touched; ``gpu-nova-ext mig plan`` shows
+what would change and what cannot.  A per-host layout is this host's own
+agent configuration.
+
+Related options:
+
+* ``apply``: off, the agent only reports what it would do.
+"""),
+    cfg.BoolOpt(
+        'apply',
+        default=True,
+        help="""
+Whether the agent changes MIG mode and GPU instances through NVML to
+match ``layouts``.  Off, it logs the plan at each cycle and changes
+nothing.
+"""),
+]
+
+
+def register_opts(conf):
+    utils.register_group(conf, mig_group)
+    conf.register_opts(mig_opts, group=mig_group)
+
+
+def list_opts():
+    return {mig_group: mig_opts}

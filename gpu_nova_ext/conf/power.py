@@ -1,0 +1,57 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""[power] options: the power policy the agent keeps on this host's GPUs."""
+from oslo_config import cfg
+
+from gpu_nova_ext.conf import utils
+
+power_group = cfg.OptGroup(
+    'power',
+    title='GPU power policy options',
+    help='Power limits the agent sets on the GPUs of this host.')
+
+power_opts = [
+    cfg.MultiStrOpt(
+        'profiles',
+        default=[],
+        help="""
+The power profile of every GPU of a model, one model per value:
+``MODEL:PROFILE``; ``*:PROFILE`` is the profile of the models not named.
+
+Possible values of ``PROFILE``:
+
+* ``max-performance``: the highest limit the board allows
+* ``balanced``: 85 % of the board's default limit
+* ``efficiency``: 70 % of the board's default limit
+* ``<N>W``: a limit of N watts, for example ``250W``
+* ``<N>%``: N percent (10 to 100) of the board's default limit
+
+The agent sets the limit at each cycle where it differs (a driver reload
+resets limits to their defaults, so they are set again), through NVML's
+power-management limit on NVIDIA GPUs and the kernel's hwmon
+``power1_cap`` on AMD GPUs, and reports the profile in the GPU state
+(flavors ask one with ``gpu:power_profile``) and the exporter.  A named
+profile is kept within the board's limits; a value in watts outside them
+is refused at start.  Per aggregate: give the hosts of an aggregate the
+same value.
+"""),
+]
+
+
+def register_opts(conf):
+    utils.register_group(conf, power_group)
+    conf.register_opts(power_opts, group=power_group)
+
+
+def list_opts():
+    return {power_group: power_opts}

@@ -1,0 +1,93 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""``audit --energy-window``: a real Placement, a real agent exporter.
+
+The window's wait is where the agent's ledger moves on: the test replaces
+the command's wait with that step, so nothing depends on wall time.
+"""
+import contextlib
+import io
+import json
+
+import fixtures
+
+from gpu_nova_ext.agent import exporter
+from gpu_nova_ext.cmd import cli
+from gpu_nova_ext.simulate import novalike
+from gpu_nova_ext.tests.functional.placement import base
+
+VM1 = '0c3a7f52-1d2e-4b8a-9f61-3e2d1c0b9a01'
+VM2 = '0c3a7f52-1d2e-4b8a-9f61-3e2d1c0b9a02'
+BUS = '00000000:3B:00.0'
+
+
+class TestAuditEnergy(base.PlacementTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.root, pgpus = self.vgpu_host(1)
+        novalike.claim(self.nova, VM1, {pgpus[base.addresses(1)[0]]: {
+            'VGPU': 1}}, project_id='proj-a')
+        self.exporter = exporter.Exporter(self.HOST, '127.0.0.1', 0)
+        self.exporter.start()
+        self.addCleanup(self.exporter.stop)
+        self.exporter.set_server_energy({VM1: (BUS, 100.0)})
+        self.exporter.update([])
+
+        def window(seconds):
+            self.waited = seconds
+            self.exporter.set_server_energy({VM1: (BUS, 350.0),
+                                             VM2: (BUS, 50.0)})
+            self.exporter.update([])
+
+        self.useFixture(fixtures.MonkeyPatch(
+            'gpu_nova_ext.cmd.audit.wait_window', window))
+
+    def audit(self, *extra):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            rc = cli.main(['--config-file', self.conf.config_file[0],
+                           'audit', '--energy-window', '30', '--exporter',
+                           '%s=http://127.0.0.1:%d/metrics' % (
+                               self.HOST, self.exporter.port)] + list(extra))
+        return rc, out.getvalue()
+
+    def test_per_server_and_project(self):
+        rc, out = self.audit('--exporter', 'cmp-9=http://127.0.0.1:1/m',
+                             '--format', 'json')
+        self.assertEqual(0, rc)
+        self.assertEqual(30.0, self.waited)
+        report = json.loads(out)
+        self.assertEqual([(VM1, 'proj-a', 250.0),
+                          (VM2, '(no allocations: deleted?)', 50.0)],
+                         [(s['server'], s['project'], s['joules'])
+                          for s in report['servers']])
+        self.assertEqual(250.0, report['projects']['proj-a']['joules'])
+        self.assertEqual(1, len(report['warnings']))
+        self.assertIn('host cmp-9: exporter http://127.0.0.1:1/m not read',
+                      report['warnings'][0])
+
+    def test_table(self):
+        rc, out = self.audit()
+        self.assertEqual(0, rc)
+        self.assertIn('GPU energy over 30s', out)
+        self.assertIn(VM1, out)
+        self.assertIn('proj-a', out)
+
+    def test_bad_window_refused(self):
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            rc = cli.main(['--config-file', self.conf.config_file[0],
+                           'audit', '--energy-window', '-1'])
+        self.assertEqual(2, rc)
+        self.assertIn('--energy-window', err.getvalue())
