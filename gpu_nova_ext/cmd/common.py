@@ -16,6 +16,7 @@ import argparse
 from collections.abc import Callable
 import contextlib
 import glob
+import importlib.metadata
 import io
 import os
 import re
@@ -62,6 +63,22 @@ def add_config_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         '--debug', action='store_true',
         help='Log at DEBUG and print tracebacks of errors.')
+    parser.add_argument(
+        '--version', action='version',
+        version='%(prog)s ' + version(),
+        help='Print the version of gpu-nova-ext and exit.')
+
+
+def version() -> str:
+    """The installed distribution's version.
+
+    pbr wrote it at build time: setup.cfg's ``version``, with ``.devN`` on
+    an untagged commit.
+    """
+    try:
+        return importlib.metadata.version(PROJECT)
+    except importlib.metadata.PackageNotFoundError:
+        return 'unknown (run from a source tree that is not installed)'
 
 
 def load_config(args: argparse.Namespace, prog: str,

@@ -18,6 +18,7 @@ server landed and why.  ``--compare`` plays it once per policy, side by
 side; ``--plot`` draws GPU allocation against arrived load.  Progress goes
 to stderr (a tqdm bar for long runs), the result to stdout.
 """
+import importlib.util
 import logging as std_logging
 import sys
 import warnings
@@ -61,7 +62,25 @@ def _progress(line: str) -> None:
     print('[simulate] %s' % line, file=sys.stderr, flush=True)
 
 
+# What the [simulator] extra installs (module: distribution); a compute
+# host or a controller without it gets one line saying so.
+SIMULATOR_EXTRA = {'nova': 'nova', 'placement': 'openstack-placement',
+                   'tqdm': 'tqdm'}
+
+
+def check_simulator_installed() -> None:
+    missing = [dist for module, dist in SIMULATOR_EXTRA.items()
+               if importlib.util.find_spec(module) is None]
+    if missing:
+        raise exception.GpuNovaExtException(
+            'gpu-nova-ext simulate runs Nova and Placement in this process '
+            'and needs %s, not installed here: pip install '
+            '"gpu-nova-ext[simulator]" (on an admin workstation, not on a '
+            'compute host)' % ', '.join(missing))
+
+
 def run(args, conf) -> int:
+    check_simulator_installed()
     root = std_logging.getLogger()
     level = root.level
     with warnings.catch_warnings():

@@ -130,7 +130,7 @@ Related options:
         default=1048576,
         min=1024,
         deprecated_for_removal=True,
-        deprecated_since='0.2.0',
+        deprecated_since='1.0.0',
         deprecated_reason='The state schema bounds every string, list and '
                           'number of a message, so its size is bounded by '
                           'max_gpus_per_host; this option is not read.',

@@ -12,6 +12,7 @@
 
 """The console entry points: bad input gives one line and exit code 2."""
 import contextlib
+import importlib.metadata
 import io
 import os
 import tempfile
@@ -61,3 +62,21 @@ class TestCliErrors(testtools.TestCase):
         self.assertNotIn('libvirtd', err)
         self.assertNotIn('Traceback', err)
         self.assertEqual(1, len(err.strip().splitlines()), err)
+
+
+class TestVersion(testtools.TestCase):
+    """Both commands report the installed distribution's version.
+
+    It is the one pbr built from setup.cfg's ``version``.
+    """
+
+    def test_version(self):
+        want = importlib.metadata.version('gpu-nova-ext')
+        self.assertTrue(want.startswith('1.'), want)
+        for main, prog in ((cli.main, 'gpu-nova-ext'),
+                           (agent.main, 'gpu-nova-agent')):
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                exc = self.assertRaises(SystemExit, main, ['--version'])
+            self.assertEqual(0, exc.code)
+            self.assertEqual('%s %s\n' % (prog, want), out.getvalue())

@@ -17,6 +17,7 @@ repeated options (multi-valued oslo.config options) and section order.
     ini_tool.py getmulti FILE SECTION OPTION
     ini_tool.py set FILE SECTION OPTION VALUE
     ini_tool.py setmulti FILE SECTION OPTION VALUE...
+    ini_tool.py delete FILE SECTION OPTION
 """
 import os
 import sys
@@ -70,9 +71,13 @@ def main(argv):
         if found:
             print(found[0] if cmd == 'get' else ' '.join(found))
         return 0
+    if cmd == 'delete' and sec_name not in [n for n, _ in sections]:
+        return 0
     sec = section(sections, sec_name)
     kept = [(o, v) for o, v in sec[1] if o != option]
-    if cmd == 'set':
+    if cmd == 'delete':
+        values = []
+    elif cmd == 'set':
         values = values[:1]
     sec[1][:] = kept + [(option, v) for v in values]
     save(path, sections)

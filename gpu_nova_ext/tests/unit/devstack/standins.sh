@@ -76,9 +76,34 @@ function iniset_multiline {
         "$option" $@
 }
 
+function inidelete {
+    "$INI_PYTHON" -S -E "$STANDINS_DIR/ini_tool.py" delete "$@"
+}
+
+# iniset_rpc_backend SERVICE FILE [SECTION [VHOST]] (lib/rpc_backend)
 function iniset_rpc_backend {
     iniset "$2" "${3:-DEFAULT}" transport_url \
-        "rabbit://stackrabbit:secret@192.0.2.10:5672/"
+        "rabbit://stackrabbit:secret@192.0.2.10:5672/${4:-}"
+}
+
+# What devstack's lib/nova start_nova_compute does to the configuration
+# before it starts nova-compute (after the post-config phase, before
+# extra): nova-cpu.conf becomes a copy of nova.conf, then, in the default
+# superconductor set-up, nova-compute is moved to the cell's message bus
+# and loses the database connections.
+function start_nova_compute {
+    _record start_nova_compute
+    cp "$NOVA_CONF" "$NOVA_CPU_CONF"
+    iniset_rpc_backend nova "$NOVA_CPU_CONF" DEFAULT nova_cell1
+    inidelete "$NOVA_CPU_CONF" database connection
+    inidelete "$NOVA_CPU_CONF" api_database connection
+}
+
+# sg GROUP -c COMMAND: COMMAND in GROUP (recorded, then run)
+function sg {
+    _record sg "$1"
+    [[ "$2" == "-c" ]] || die "sg: -c expected"
+    bash -c "$3"
 }
 
 function run_process {

@@ -11,8 +11,11 @@
 # under the License.
 
 """Every phase of devstack/plugin.sh, run by bash against stand-ins of the
-devstack functions it calls (standins.sh), asserting the nova.conf and
-gpu-nova-agent.conf it leaves."""
+devstack functions it calls (standins.sh), in devstack's own order of
+phases (stack.sh: install, post-config, then start_nova's
+start_nova_compute, which makes nova-cpu.conf a copy of nova.conf, then
+extra), asserting the nova.conf, nova-cpu.conf and gpu-nova-agent.conf it
+leaves."""
 import json
 import os
 import shutil
@@ -24,6 +27,7 @@ import nova.conf.devices
 import nova.conf.pci
 import nova.conf.scheduler
 from oslo_config import cfg
+import oslo_messaging.opts
 import testtools
 
 from gpu_nova_ext import conf as gconf
@@ -47,6 +51,11 @@ cp "$DROPIN_SOURCE" "$out"
 # What stack.sh's lib/nova leaves in nova.conf before plugins run.
 NOVA_CONF = """[DEFAULT]
 debug = True
+compute_driver = libvirt.LibvirtDriver
+transport_url = rabbit://stackrabbit:secret@192.0.2.10:5672/
+
+[database]
+connection = mysql+pymysql://root:secret@127.0.0.1/nova_cell0
 
 [filter_scheduler]
 enabled_filters = ComputeFilter,ComputeCapabilitiesFilter,\
@@ -72,9 +81,8 @@ class TestDevstackPlugin(testtools.TestCase):
         self.nova_conf = os.path.join(self.tmp, 'nova.conf')
         with open(self.nova_conf, 'w') as f:
             f.write(NOVA_CONF)
+        # created by start_nova_compute (a fresh node has none before)
         self.cpu_conf = os.path.join(self.tmp, 'nova-cpu.conf')
-        with open(self.cpu_conf, 'w') as f:
-            f.write('[DEFAULT]\ncompute_driver = libvirt.LibvirtDriver\n')
         self.dropin = os.path.join(self.tmp, 'dropin.conf')
         self.generated = nova_conf.generate(
             fakes.mixed_host(),
@@ -97,6 +105,7 @@ class TestDevstackPlugin(testtools.TestCase):
             'SERVICE_TENANT_NAME': 'service', 'REGION_NAME': 'RegionOne',
             'ENABLE_DEBUG_LOG_LEVEL': 'True',
             'ENABLED_SERVICES': 'key,n-api,n-sch,n-cpu,placement-api',
+            'LIBVIRT_GROUP': 'libvirt',
             'GPU_NOVA_EXT_CONF_DIR': self.conf_dir,
             'FAKE_BIN_DIR': self.bin, 'CALLS': self.calls,
             'DROPIN_SOURCE': self.dropin, 'INI_PYTHON': sys.executable,
@@ -104,12 +113,21 @@ class TestDevstackPlugin(testtools.TestCase):
         env.update(local_conf)
         return env
 
+    # stack.sh's order: the plugin's phases and, between post-config and
+    # extra, start_nova (start_nova_compute's copy of nova.conf)
+    STACK = ('stack install', 'stack post-config', 'start_nova_compute',
+             'stack extra')
+
     def _run(self, phases, **local_conf):
         script = ['set -eu -o pipefail',
                   'source %s/standins.sh' % HERE,
                   'source %s/settings' % PLUGIN]
         for phase in phases:
-            script.append('source %s/plugin.sh %s' % (PLUGIN, phase))
+            if phase == 'start_nova_compute':
+                script.append('is_service_enabled n-cpu && '
+                              'start_nova_compute || true')
+            else:
+                script.append('source %s/plugin.sh %s' % (PLUGIN, phase))
         proc = subprocess.run(['bash', '-c', '\n'.join(script)],
                               env=self._env(**local_conf), text=True,
                               capture_output=True, timeout=60)
@@ -128,23 +146,28 @@ class TestDevstackPlugin(testtools.TestCase):
         nova.conf.devices.register_dynamic_opts(conf)
         return conf
 
-    def _agent(self):
+    def _agent(self, path=None):
         conf = cfg.ConfigOpts()
         gconf.register_agent_opts(conf)
         conf.register_opt(cfg.StrOpt('transport_url'))
         conf.register_opt(cfg.BoolOpt('debug'))
-        conf(['--config-file', self.agent_conf], default_config_files=[],
-             default_config_dirs=[])
+        for group, opts in oslo_messaging.opts.list_opts():
+            if group == 'oslo_messaging_notifications':
+                conf.register_opts(opts, group)
+        conf(['--config-file', path or self.agent_conf],
+             default_config_files=[], default_config_dirs=[])
         return conf
 
     def test_stack_then_unstack_and_clean(self):
-        calls = self._run(['stack install', 'stack post-config',
-                           'stack extra'])
+        calls = self._run(self.STACK)
         self.assertIn('define_plugin gpu-nova-ext', calls)
         self.assertIn('setup_develop %s/gpu-nova-ext' % self.tmp, calls)
+        # in the libvirt group, as devstack runs nova-compute
         self.assertIn('run_process gpu-nova-agent %s/gpu-nova-agent '
-                      '--config-file %s' % (self.bin, self.agent_conf),
+                      '--config-file %s libvirt' % (self.bin, self.agent_conf),
                       calls)
+        # the remediation daemon is off by default
+        self.assertFalse(any('remediat' in c for c in calls), calls)
         # nova.conf: ours appended to what devstack set, nothing lost
         fs = self._nova(self.nova_conf).filter_scheduler
         self.assertEqual(['nova.scheduler.filters.all_filters',
@@ -154,7 +177,8 @@ class TestDevstackPlugin(testtools.TestCase):
             ['ComputeFilter', 'ComputeCapabilitiesFilter',
              'ImagePropertiesFilter', 'ServerGroupAntiAffinityFilter',
              'ServerGroupAffinityFilter', 'SameHostFilter',
-             'DifferentHostFilter'] + list(nova_conf.GPU_FILTERS),
+             'DifferentHostFilter', nova_conf.PCI_FILTER] +
+            list(nova_conf.GPU_FILTERS),
             fs.enabled_filters)
         self.assertEqual(list(nova_conf.WEIGHT_CLASSES), fs.weight_classes)
         # tunables left empty keep the options' own defaults
@@ -164,8 +188,11 @@ class TestDevstackPlugin(testtools.TestCase):
         self.assertNotIn('[gpu_scheduler]', text)
         # the agent's configuration
         agent = self._agent()
+        # the schedulers' (top-level) bus, not the cell's of nova-compute
         self.assertEqual('rabbit://stackrabbit:secret@192.0.2.10:5672/',
                          agent.transport_url)
+        with open(self.cpu_conf) as f:
+            self.assertIn('5672/nova_cell1', f.read())
         self.assertTrue(agent.debug)
         self.assertEqual('annotate', agent.agent.mode)
         self.assertEqual(['libvirt', 'nvml', 'sysfs'],
@@ -184,6 +211,29 @@ class TestDevstackPlugin(testtools.TestCase):
         calls = self._run(['unstack', 'clean'])
         self.assertIn('stop_process gpu-nova-agent', calls)
         self.assertFalse(os.path.exists(self.conf_dir))
+
+    def test_agent_sends_health_notifications(self):
+        self._run(self.STACK)
+        agent = self._agent()
+        self.assertEqual(['messagingv2'],
+                         agent.oslo_messaging_notifications.driver)
+        self.assertEqual(['notifications'],
+                         agent.oslo_messaging_notifications.topics)
+
+    def test_pci_passthrough_filter_enabled(self):
+        self._run(self.STACK, ENABLED_SERVICES='n-api,n-sch')
+        filters = self._nova(self.nova_conf).filter_scheduler.enabled_filters
+        self.assertEqual(1, filters.count(nova_conf.PCI_FILTER))
+        # before ours, as nova-config.rst orders them
+        self.assertLess(filters.index(nova_conf.PCI_FILTER),
+                        filters.index(nova_conf.GPU_FILTERS[0]))
+
+    def test_nova_conf_runs_in_the_libvirt_group(self):
+        calls = self._run(['stack post-config'],
+                          GPU_NOVA_EXT_GENERATE_NOVA_CONF='True')
+        cli = [c for c in calls if c.startswith('gpu-nova-ext ')]
+        # stack.sh's shell is not in the libvirt group yet: sg first
+        self.assertEqual('sg libvirt', calls[calls.index(cli[0]) - 1])
 
     def test_other_available_filters_kept(self):
         with open(self.nova_conf, 'a') as f:
@@ -232,7 +282,7 @@ class TestDevstackPlugin(testtools.TestCase):
         self.assertEqual('coolest', nconf.gpu_scheduler.intra_host_policy)
 
     def test_compute_only_node(self):
-        calls = self._run(['stack post-config', 'stack extra'],
+        calls = self._run(self.STACK,
                           ENABLED_SERVICES='n-cpu,placement-client')
         with open(self.nova_conf) as f:
             self.assertNotIn('gpu', f.read())
@@ -250,7 +300,7 @@ class TestDevstackPlugin(testtools.TestCase):
                       .filter_scheduler.available_filters)
 
     def test_generated_nova_conf_merged_into_compute_conf(self):
-        calls = self._run(['stack post-config'],
+        calls = self._run(self.STACK,
                           GPU_NOVA_EXT_GENERATE_NOVA_CONF='True',
                           GPU_NOVA_EXT_VGPU_TYPES='nvidia-222,L40S-12Q')
         cli = [c for c in calls if c.startswith('gpu-nova-ext ')]
@@ -273,19 +323,56 @@ class TestDevstackPlugin(testtools.TestCase):
         # what was there stays
         with open(self.cpu_conf) as f:
             self.assertIn('compute_driver = libvirt.LibvirtDriver', f.read())
-        # this node also runs nova-api/scheduler: they get the aliases
+        # this node also runs nova-api/scheduler: they get the aliases, and
+        # the scheduler the filter that places passthrough requests
         api = self._nova(self.nova_conf)
         self.assertEqual(self.generated.values('pci', 'alias'),
                          api.pci.alias)
         self.assertTrue(api.filter_scheduler.pci_in_placement)
+        self.assertIn(nova_conf.PCI_FILTER,
+                      api.filter_scheduler.enabled_filters)
+
+    def test_generated_nova_conf_test_driver_without_sg(self):
+        calls = self._run(['stack post-config'],
+                          GPU_NOVA_EXT_GENERATE_NOVA_CONF='True',
+                          GPU_NOVA_EXT_LIBVIRT_URI='test:///tmp/host.xml')
+        self.assertNotIn('sg libvirt', calls)
+        self.assertTrue(any(c.startswith('gpu-nova-ext ') for c in calls))
+
+    def test_remediation_daemon_service(self):
+        calls = self._run(
+            self.STACK + ('unstack',),
+            ENABLED_SERVICES='key,n-api,n-sch,placement-api,'
+                             'gpu-nova-remediation',
+            GPU_NOVA_EXT_REMEDIATION_POLICY='evacuate')
+        conf_file = os.path.join(self.conf_dir, 'gpu-nova-remediation.conf')
+        self.assertIn('run_process gpu-nova-remediation %s/gpu-nova-ext '
+                      '--config-file %s remediate' % (self.bin, conf_file),
+                      calls)
+        self.assertIn('stop_process gpu-nova-remediation', calls)
+        conf = self._agent(conf_file)
+        # a dry run unless asked for, through devstack's admin cloud
+        self.assertFalse(conf.remediation.enabled)
+        self.assertEqual('evacuate', conf.remediation.policy)
+        self.assertEqual('devstack-admin', conf.remediation.cloud)
+        self.assertEqual('notifications', conf.remediation.listen_topic)
+        self.assertEqual('rabbit://stackrabbit:secret@192.0.2.10:5672/',
+                         conf.transport_url)
+        self.assertEqual('password', conf.placement.auth_type)
 
     def test_generated_nova_conf_legacy_pci(self):
-        calls = self._run(['stack post-config'],
+        calls = self._run(self.STACK,
                           GPU_NOVA_EXT_GENERATE_NOVA_CONF='True',
                           GPU_NOVA_EXT_PCI_IN_PLACEMENT='False',
                           ENABLED_SERVICES='n-cpu')
         cli = [c for c in calls if c.startswith('gpu-nova-ext ')]
         self.assertIn('--no-pci-in-placement', cli[0])
-        # a compute-only node leaves nova.conf alone
-        with open(self.nova_conf) as f:
-            self.assertNotIn('alias', f.read())
+        # a compute-only node: nova-compute gets the options, and no
+        # scheduler option is written
+        cpu = self._nova(self.cpu_conf)
+        self.assertEqual(self.generated.values('pci', 'device_spec'),
+                         cpu.pci.device_spec)
+        with open(self.cpu_conf) as f:
+            text = f.read()
+        self.assertNotIn('pci_in_placement', text)
+        self.assertNotIn('Gpu', text)
