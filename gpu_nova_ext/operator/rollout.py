@@ -199,8 +199,8 @@ def undrain_check(providers: list[audit.ProviderView], state: dict | None,
     for g in gpus:
         if g.address in old or g.trait_driver in (None, expected):
             continue
-        pci = any(names.get(uuid) == naming.pci_provider_name(
-            host, g.address or '') for uuid in g.providers)
+        pci = any(_is_pci_provider(names.get(uuid, ''), host)
+                  for uuid in g.providers)
         problems.append('Placement says GPU %s runs %s (%s)' % (
             g.address, g.trait_driver,
             'a [pci] device_spec tag' if pci else 'the agent\'s trait'))
@@ -217,6 +217,16 @@ def undrain_check(providers: list[audit.ProviderView], state: dict | None,
                     'report_interval), which rewrites the driver trait, or '
                     'run gpu-nova-ext report --once there' % host)
     return UndrainCheck(problems, todo)
+
+
+def _is_pci_provider(name: str, host: str) -> bool:
+    """Whether ``name`` is a PCI-in-Placement provider of ``host``.
+
+    Named after the device, or for the VFs of a vendor-VFIO GPU after
+    their PF, by nova-compute (``naming.pci_provider_name``).
+    """
+    address = audit.provider_address(name)
+    return bool(address) and name == naming.pci_provider_name(host, address)
 
 
 def driver_mismatches(report: audit.AuditReport, host: str,

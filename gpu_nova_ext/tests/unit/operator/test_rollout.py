@@ -169,3 +169,13 @@ class TestUndrainCheck(testtools.TestCase):
         check = rollout.undrain_check(providers('a', 'pci', '570'),
                                       state('z', '570'), 'z', '570')
         self.assertEqual(['no GPU of z in Placement'], check.problems)
+
+    def test_vendor_vfio_vfs_provider_named_after_the_pf(self):
+        # nova-compute groups a PF's VFs in one provider named after the
+        # PF; the agent's state names the GPU by a VF's address
+        placement = providers('a', 'pci', '550')
+        gpu_state = state('a', '570.86.10', addresses=('0000:3b:00.4',))
+        check = rollout.undrain_check(placement, gpu_state, 'a', '570')
+        self.assertEqual(['Placement says GPU 0000:3b:00.4 runs 550 (a '
+                          '[pci] device_spec tag)'], check.problems)
+        self.assertIn('regenerate the nova-conf drop-in', check.todo[0])
