@@ -21,7 +21,8 @@ TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..',
 DESIGN = os.path.join(TOP, 'doc', 'source', 'contributor', 'index.rst')
 SECTIONS = ('Architecture', 'Placement ownership', 'Flavor extra specs',
             'Scheduler plugins', 'State protocol', 'Health', 'Reservations',
-            'Operator CLI',
+            'Remediation, drains and driver roll-outs',
+            'GPU quota per model', 'Operator CLI', 'Monitoring',
             'Simulator')
 
 
