@@ -12,14 +12,17 @@
 
 """drain, undrain and rollout plan in Nova's harness: the runbook of
 doc/source/operations.rst (a driver roll-out) on a three-host vGPU cloud
-(two A100 pGPUs per host, driver 550 reported by the agent) and on a
-passthrough host (PCI in Placement, the driver trait a [pci] device_spec
-tag of the generated drop-in)."""
+(two A100 pGPUs per host, driver 550 reported by the agent), on a
+passthrough host and on a vendor-VFIO vGPU host (both PCI in Placement,
+the driver trait a [pci] device_spec tag of the generated drop-in)."""
+import json
 import time
 
+from nova.tests.fixtures import libvirt as fakelibvirt
 from nova.tests.functional.libvirt import base as libvirt_base
 
 from gpu_nova_ext import exception
+from gpu_nova_ext.fakes import sysfs
 from gpu_nova_ext.inventory import manager
 from gpu_nova_ext.operator import nova_conf as nova_conf_gen
 from gpu_nova_ext.state import cache as state_cache
@@ -254,3 +257,107 @@ class DrainPassthroughTest(ops_base.OpsMixin, base.GpuSchedulerMixin,
             '--expect-driver', '550', states_factory=lambda conf, wait: {})
         self.assertIn('no live GPU state from gpu-nova-agent on %s' % host,
                       str(exc))
+
+
+VFIO_HOST = 'vfio1'
+VFIO_PF = '0000:81:00.0'
+VFIO_VFS = ('0000:81:00.1', '0000:81:00.2')
+
+
+class DrainVendorVfioTest(ops_base.OpsMixin, base.GpuSchedulerMixin,
+                          base.GpuAgentMixin, libvirt_base.ServersTestBase):
+    """The runbook on a vendor-VFIO vGPU host (PCI in Placement).
+
+    An NVIDIA A10 whose SR-IOV VFs carry NVIDIA's vendor-specific VFIO
+    vGPUs: the generated ``[pci] device_spec`` lists each VF (``managed=no``)
+    with the GPU's static traits, the driver branch among them; nova-compute
+    reports the VFs in Placement.
+    """
+
+    microversion = 'latest'
+    ADMIN_API = True
+    ADDITIONAL_FILTERS = ['PciPassthroughFilter'] + base.GPU_FILTERS
+    # the VFs' device_spec carries live_migratable: Nova needs libvirt
+    # 10.0.0 and QEMU 8.2.2 for it (MIN_VFIO_PCI_VARIANT_*)
+    LIBVIRT_VERSION = 10000000
+    QEMU_VERSION = 8002002
+
+    def setUp(self):
+        super().setUp()
+        base.no_host_pci_sysfs(self)
+        self.sysfs = self.useFixture(sysfs.SysfsTree())
+        self.sysfs.add_gpu(VFIO_PF, device='2236', driver='nvidia')
+        for vf in VFIO_VFS:
+            self.sysfs.add_vf(vf, pf=VFIO_PF, device='2236', creatable=[
+                (593, 'NVIDIA A10-4Q'), (595, 'NVIDIA A10-12Q')],
+                current=0)
+        pci_info = fakelibvirt.HostPCIDevicesInfo(
+            num_pci=0, num_pfs=0, num_vfs=0)
+        common = dict(bus=0x81, slot=0, iommu_group=40, numa_node=0,
+                      vend_id='10de', vend_name='NVIDIA Corporation',
+                      prod_id='2236', prod_name='GA102GL [A10]',
+                      driver_name='nvidia', vf_ratio=len(VFIO_VFS))
+        pci_info.add_device(dev_type='PF', function=0, **common)
+        for n in range(1, len(VFIO_VFS) + 1):
+            pci_info.add_device(dev_type='VF', function=n,
+                                parent=(0x81, 0, 0), **common)
+        self.pci_infos[VFIO_HOST] = pci_info
+        self.gpu_facts[VFIO_HOST] = {VFIO_PF: base.gpu(A10)}
+        self._write_agent_files(VFIO_HOST)
+        drop_in = nova_conf_gen.generate(
+            manager.discover(self.agent_conf(VFIO_HOST)))
+        self.device_specs = drop_in.values('pci', 'device_spec')
+        self.flags(group='pci', report_in_placement=True,
+                   device_spec=self.device_specs,
+                   alias=drop_in.values('pci', 'alias'))
+        self.flags(group='filter_scheduler', pci_in_placement=True)
+        self.start_compute(VFIO_HOST, pci_info=pci_info,
+                           libvirt_version=self.LIBVIRT_VERSION,
+                           qemu_version=self.QEMU_VERSION)
+        self.run_agent(VFIO_HOST)
+        self.conf = self.ops_conf()
+
+    def agent_conf(self, host):
+        conf = super().agent_conf(host)
+        conf.set_override('inventory_sources',
+                          ['libvirt', 'simulated', 'sysfs'], group='agent')
+        conf.set_override('sysfs_root', self.sysfs.root, group='agent')
+        return conf
+
+    def cli(self, *argv):
+        kw = {'states_factory': live_states} if argv[0] == 'undrain' else {}
+        return super().cli(self.conf, *argv, **kw)
+
+    def test_runbook_order(self):
+        # the drop-in offers the VFs, tagged with the driver branch
+        specs = [json.loads(spec) for spec in self.device_specs]
+        self.assertEqual(set(VFIO_VFS), {s['address'] for s in specs})
+        self.assertEqual({'no'}, {s['managed'] for s in specs})
+        self.assertIn('CUSTOM_GPU_DRIVER_550', specs[0]['traits'])
+        rc, out = self.cli('drain', VFIO_HOST, '--all-servers')
+        self.assertEqual(0, rc)
+        self.assertIn('%s holds no server: it can be rebooted.' % VFIO_HOST,
+                      out)
+        self.gpu_facts[VFIO_HOST][VFIO_PF]['driver_version'] = '570.86.10'
+        self.run_agent(VFIO_HOST)
+        exc = self.assertRaises(exception.UndrainRefused, self.cli,
+                                'undrain', VFIO_HOST, '--expect-driver',
+                                '570')
+        self.assertIn('runs 550 (a [pci] device_spec tag)', str(exc))
+        self.assertIn('regenerate the nova-conf drop-in on %s' % VFIO_HOST,
+                      str(exc))
+        self.assertNotIn('install driver', str(exc))
+        drop_in = nova_conf_gen.generate(
+            manager.discover(self.agent_conf(VFIO_HOST)))
+        self.assertIn('CUSTOM_GPU_DRIVER_570',
+                      ' '.join(drop_in.values('pci', 'device_spec')))
+        self.flags(group='pci', device_spec=drop_in.values('pci',
+                                                           'device_spec'))
+        self.restart_compute_service(VFIO_HOST)
+        rc, out = self.cli('undrain', VFIO_HOST, '--expect-driver', '570')
+        self.assertEqual(0, rc)
+        self.assertIn('every GPU runs driver branch 570', out)
+
+
+A10 = {'name': 'NVIDIA A10', 'memory_mib': 23028,
+       'driver_version': '550.54.15', 'cuda_cc': '8.6'}
