@@ -146,8 +146,7 @@ class NovaRefused(GpuNovaExtException):
 
 
 class UndrainRefused(GpuNovaExtException):
-    msg_fmt = ('Not re-enabling %(host)s: %(reason)s. Upgrade the driver and '
-               'restart gpu-nova-agent there, or check --expect-driver.')
+    msg_fmt = 'Not re-enabling %(host)s: %(reason)s. %(fix)s'
 
 
 class ReservationError(GpuNovaExtException):

@@ -12,12 +12,25 @@
 
 # Sphinx configuration of the gpu-nova-ext documentation.
 #
-#   pip install sphinx && sphinx-build -W -b html doc/source doc/build/html
+#   tox -e docs   (sphinx-build -W -b html doc/source doc/build/html)
+
+import os
+import sys
+
+# doc/source/_exts: the metric reference (generated from the exporter)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(
+    __file__)), '_exts'))
 
 project = 'gpu-nova-ext'
 copyright = 'gpu-nova-ext developers'
-extensions = []
-source_suffix = '.rst'
+extensions = [
+    # the configuration reference, from the oslo.config.opts entry points
+    'oslo_config.sphinxext',
+    # the release notes, from releasenotes/notes and the git history
+    'reno.sphinxext',
+    'metric_reference',
+]
+source_suffix = {'.rst': 'restructuredtext'}
 master_doc = 'index'
 exclude_patterns = []
 pygments_style = 'sphinx'

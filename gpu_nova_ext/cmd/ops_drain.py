@@ -16,6 +16,7 @@ import argparse
 
 from oslo_config import cfg
 
+from gpu_nova_ext.cmd import audit as audit_cmd
 from gpu_nova_ext.cmd import ops_common
 from gpu_nova_ext import exception
 from gpu_nova_ext.operator import audit
@@ -37,10 +38,16 @@ def register(subparsers) -> None:
             'new server lands there); with --migrate, moves the servers on '
             'its GPUs away as remediation does (live where Nova can, cold '
             'otherwise, within the [remediation] concurrency limits) and '
-            'prints each move as it ends.'))
+            'prints each move as it ends; with --all-servers, every server '
+            'of HOST, with or without a GPU.  The servers that stay are '
+            'listed last, each with why.'))
     drain.add_argument('host', metavar='HOST')
     drain.add_argument('--migrate', action='store_true',
                        help='Also move the servers on its GPUs away.')
+    drain.add_argument('--all-servers', action='store_true',
+                       help='Move every server of HOST away, those without '
+                            'a GPU too (before a reboot); implies '
+                            '--migrate.')
     drain.add_argument('--reason', default='GPU driver upgrade',
                        help='Disabled reason recorded in Nova.')
     drain.add_argument('--dry-run', action='store_true',
@@ -54,13 +61,21 @@ def register(subparsers) -> None:
              'driver.',
         description=(
             'Re-enables the nova-compute service of HOST only when every '
-            'GPU of HOST reports driver branch BRANCH (the '
-            'CUSTOM_GPU_DRIVER_<BRANCH> trait gpu-nova-agent writes, or '
-            'its live state), as gpu-nova-ext audit shows it.'))
+            'GPU of HOST runs driver branch BRANCH, as its gpu-nova-agent '
+            'reads it (the live GPU state, heard on transport_url), and '
+            'Placement\'s CUSTOM_GPU_DRIVER_<BRANCH> traits say so too.  '
+            'Otherwise it names each GPU that lags and what still has to '
+            'change: the driver, the nova-conf drop-in and a nova-compute '
+            'restart (passthrough and vendor-VFIO GPUs, whose trait is a '
+            '[pci] device_spec tag), or the agent\'s next cycle.'))
     undrain.add_argument('host', metavar='HOST')
     undrain.add_argument('--expect-driver', required=True, metavar='BRANCH',
                          help='Driver branch (550) or version (550.54.15) '
                               'every GPU must run.')
+    undrain.add_argument(
+        '--state-wait', type=float, default=None, metavar='SECONDS',
+        help='Listen this long for the agents\' GPU state (default: '
+             '[remediation] state_wait).')
     ops_common.add_cloud_arg(undrain)
     undrain.set_defaults(func=run_undrain)
 
@@ -79,7 +94,7 @@ def run_drain(args: argparse.Namespace, conf: cfg.ConfigOpts,
                                         reason=REASON_PREFIX + args.reason)
         say('disabled nova-compute on %s (was %s): %s' % (
             args.host, service.status, args.reason))
-    if not args.migrate:
+    if not (args.migrate or args.all_servers):
         return 0
     remediator = remediate.Remediator(conf, conn, placement, report=say,
                                       dry_run=args.dry_run)
@@ -87,29 +102,76 @@ def run_drain(args: argparse.Namespace, conf: cfg.ConfigOpts,
                              source='drain')
     decisions = remediator.plan(trigger, policy_name='migrate')
     say('%s: %d server(s) on its GPUs: %s' % (
-        args.host, len(decisions), ', '.join(
-            '%d to %s' % (n, a) for a, n in sorted(
-                policy.summary(decisions).items())) or 'nothing to do'))
+        args.host, len(decisions), _summary(decisions)))
+    if args.all_servers:
+        others = policy.decide(
+            trigger, nova_actions.host_servers(
+                conn, args.host, {d.server for d in decisions}),
+            'migrate', compute_up=nova_actions.service_up(service))
+        say('%s: %d other server(s): %s' % (
+            args.host, len(others), _summary(others)))
+        decisions += others
     results = remediator.execute(trigger, decisions)
+    _say_what_stays(args, results, say)
     return ops_common.check_results(results, 'drain of %s' % args.host)
 
 
+def _summary(decisions) -> str:
+    return ', '.join('%d to %s' % (n, a) for a, n in sorted(
+        policy.summary(decisions).items())) or 'nothing to do'
+
+
+def _say_what_stays(args, results, say) -> None:
+    """The servers left on the host, and what that means for a reboot."""
+    stay = [r for r in results
+            if r.outcome not in ('moved',) and not (
+                args.dry_run and r.outcome.startswith('would-'))]
+    if stay:
+        say('stays on %s: %d server(s): %s' % (
+            args.host, len(stay), '; '.join(
+                '%s (%s): %s' % (r.decision.server, r.decision.name or '-',
+                                 r.error or r.decision.reason)
+                for r in stay)))
+    if not args.all_servers:
+        say('note: servers without a GPU were not looked at: a reboot of '
+            '%s stops them (drain --all-servers moves them too).'
+            % args.host)
+    elif stay:
+        say('note: a reboot of %s stops the servers that stay.' % args.host)
+    elif not args.dry_run:
+        say('%s holds no server: it can be rebooted.' % args.host)
+
+
 def run_undrain(args: argparse.Namespace, conf: cfg.ConfigOpts,
-                conn_factory=None, placement_factory=None) -> int:
+                conn_factory=None, placement_factory=None,
+                states_factory=None) -> int:
+    """Re-enable a host whose GPUs all run the expected driver.
+
+    :param states_factory: ``(conf, seconds) -> {host: payload}``, the
+        agents' live GPU state (default: heard on transport_url as
+        ``audit --state-wait`` does).
+    """
     conn, placement = ops_common.connections(args, conf, conn_factory,
                                              placement_factory)
     service = nova_actions.compute_service(conn, args.host)
     expected = rollout.branch(args.expect_driver)
-    report = audit.build_report(audit.collect(placement))
-    problems = rollout.driver_mismatches(report, args.host, expected)
-    if problems:
+    wait = (conf.remediation.state_wait if args.state_wait is None
+            else audit_cmd.check_state_wait(args.state_wait))
+    states = (states_factory or audit_cmd.live_states)(conf, wait)
+    check = rollout.undrain_check(audit.collect(placement),
+                                  states.get(args.host), args.host,
+                                  expected)
+    if check.problems:
         raise exception.UndrainRefused(
             host=args.host, reason='expected driver branch %s, but %s' % (
-                expected, '; '.join(problems)))
+                expected, '; '.join(check.problems)),
+            fix='Still to do: %s; then run undrain again.' % '; '.join(
+                '%d. %s' % (n, step) for n, step in enumerate(check.todo,
+                                                              1)))
     nova_actions.set_service_status(conn, args.host, enabled=True)
     ops_common.report('enabled nova-compute on %s (was %s%s): every GPU '
-                      'runs driver branch %s' % (
-                          args.host, service.status,
-                          ': %s' % service.disabled_reason
-                          if service.disabled_reason else '', expected))
+                      'runs driver branch %s (agent state and Placement)'
+                      % (args.host, service.status,
+                         ': %s' % service.disabled_reason
+                         if service.disabled_reason else '', expected))
     return 0

@@ -26,6 +26,7 @@ from gpu_nova_ext.cmd import ops_common
 from gpu_nova_ext import exception
 from gpu_nova_ext.operator import quota
 from gpu_nova_ext.operator import quota_keystone
+from gpu_nova_ext.operator import quota_migration
 
 KINDS = (quota.PASSTHROUGH, quota.VGPU, quota.VGPU_VFIO)
 #: Placement microversions: /resource_classes (1.2), /usages (1.9)
@@ -76,6 +77,25 @@ def register(subparsers) -> None:
                               "endpoints' one region).")
         ops_common.add_cloud_arg(sub)
         sub.set_defaults(func=run)
+    text = ('Before switching Nova to unified limits: the legacy quotas '
+            "(Nova's database) that Keystone does not hold yet and that "
+            'the switch would therefore lose, and the nova-manage '
+            'commands that copy them.  Exit code 1 when something would '
+            'be lost.')
+    check = actions.add_parser(
+        'check', help='What the switch to unified limits would lose.',
+        description=text)
+    check.add_argument('--project', metavar='P',
+                       help='Only this Keystone project (name or id); '
+                            'default: every project.')
+    check.add_argument('--endpoint-id', metavar='ID',
+                       help="Nova's [oslo_limit] endpoint_id (default: "
+                            'the compute service of the catalog).')
+    check.add_argument('--region', metavar='R',
+                       help="Region of the limits (default: the compute "
+                            "endpoints' one region).")
+    ops_common.add_cloud_arg(check)
+    check.set_defaults(func=run)
 
 
 def _classes(placement, args) -> list[quota.GpuClass]:
@@ -244,6 +264,57 @@ def _project_or_id(store, project_id: str):
         return argparse.Namespace(id=project_id, name=project_id)
 
 
+def do_check(args, conn, store) -> int:
+    """Legacy quotas the switch to unified limits would lose."""
+    from openstack import exceptions as os_exc
+    if args.project:
+        projects = [store.find_project(args.project)]
+    else:
+        projects = sorted(conn.identity.projects(), key=lambda p: p.name)
+    if not projects:
+        raise exception.GpuNovaExtException('Keystone has no project.')
+
+    def quota_set(method, project):
+        try:
+            qs = getattr(conn.compute, method)(project.id)
+        except os_exc.SDKException as exc:
+            raise quota_keystone.keystone_error(
+                exc, 'read the quotas of project %s from Nova'
+                % project.name)
+        return {name: getattr(qs, name, None)
+                for name in quota_migration.UNIFIED_NAMES}
+
+    defaults = quota_set('get_quota_set_defaults', projects[0])
+    legacy = {p.id: quota_set('get_quota_set', p) for p in projects}
+    names = {p.id: p.name for p in projects}
+    limits: dict[str, dict[str, int]] = {}
+    for lim in store.project_limits():
+        limits.setdefault(lim.project_id, {})[lim.resource_name] = (
+            lim.resource_limit)
+    registered = {name: r.default_limit
+                  for name, r in store.registered().items()}
+    findings = quota_migration.compare(defaults, legacy, registered, limits)
+    _say('Legacy quotas (Nova) against unified limits (Keystone, service '
+         '%s, region %s), %d project(s):' % (
+             store.service_id, store.region_id or '-', len(projects)))
+    for f in findings:
+        _say('%-8s %s' % ('LOST' if f.lost else 'DIFFERS', f.line(names)))
+    lost = [f for f in findings if f.lost]
+    if not lost:
+        _say('nothing would be lost: every legacy limit has its unified '
+             'limit in Keystone%s.' % (
+                 ' (DIFFERS: Keystone holds another value, which Nova '
+                 'enforces after the switch)' if findings else ''))
+        return 0
+    _say('')
+    _say('%d legacy limit(s) would be lost.  Copy them before the switch '
+         '(on a host with nova.conf, as nova-manage reads the database and '
+         '[keystone_authtoken]):' % len(lost))
+    for command in quota_migration.commands(lost, store.region_id):
+        _say('  ' + command)
+    return 1
+
+
 ACTIONS = {'set': do_set, 'unset': do_unset, 'show': do_show}
 
 
@@ -253,6 +324,9 @@ def run(args: argparse.Namespace, conf: cfg.ConfigOpts,
         args.limit = quota.parse_limit(args.limit)
     conn, placement = ops_common.connections(args, conf, conn_factory,
                                              placement_factory)
+    if args.quota_action == 'check':
+        return do_check(args, conn, quota_keystone.LimitStore(
+            conn, args.endpoint_id, args.region))
     classes = _classes(placement, args)
     if not classes:
         raise exception.InvalidArgument(

@@ -77,6 +77,8 @@ class GpuView:
     mode: str                   # vgpu | passthrough
     vendor: str | None = None
     driver: str | None = None   # version from the state, else the branch
+    # the driver branch of the CUSTOM_GPU_DRIVER_* trait in Placement
+    trait_driver: str | None = None
     providers: list[str] = dataclasses.field(default_factory=list)
     total: int = 0
     used: int = 0
@@ -282,6 +284,7 @@ def build_report(providers: list[ProviderView],
                           default='') or None)
         view = GpuView(host=host, address=address, model=model,
                        mode=_mode_of(views), vendor=vendor, driver=driver,
+                       trait_driver=_trait_value(traits, _DRIVER_TRAIT),
                        providers=[v.uuid for v in views])
         for v in views:
             for rc in _gpu_classes(v):

@@ -87,6 +87,26 @@ def server_facts(conn, consumer) -> policy.ServerFacts:
         running_on=server.compute_host)
 
 
+def host_servers(conn, host: str, exclude: set[str]) -> list:
+    """Facts of the servers Nova has on ``host`` but those in ``exclude``.
+
+    Every project's; they hold no GPU (``exclude`` has those), so their
+    kind is ``no-gpu``.
+    """
+    out = []
+    for server in call(conn, 'servers', details=True, all_projects=True,
+                       compute_host=host):
+        if server.id in exclude:
+            continue
+        out.append(policy.ServerFacts(
+            id=server.id, host=host, gpu=None, kind=policy.KIND_NO_GPU,
+            name=server.name, status=server.status,
+            task_state=server.task_state,
+            metadata=dict(server.metadata or {}),
+            running_on=server.compute_host))
+    return out
+
+
 def get_server(conn, server_id: str):
     from openstack import exceptions as os_exc
     try:

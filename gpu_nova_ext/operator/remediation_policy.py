@@ -35,6 +35,8 @@ MOVES = (LIVE, COLD, EVACUATE)
 
 KIND_VGPU = 'vgpu'
 KIND_PASSTHROUGH = 'passthrough'
+#: a server of the host that holds no GPU (``drain --all-servers``)
+KIND_NO_GPU = 'no-gpu'
 
 # Nova's vm states a server can be live- / cold-migrated from
 _LIVE_STATUSES = ('ACTIVE', 'PAUSED')
@@ -60,7 +62,7 @@ class ServerFacts:
     id: str
     host: str
     gpu: str | None
-    kind: str                   # vgpu | passthrough
+    kind: str                   # vgpu | passthrough | no-gpu
     exists: bool = True         # False: a consumer Nova does not know
     name: str | None = None
     status: str | None = None
@@ -130,7 +132,7 @@ def _one(s: ServerFacts, policy: str, compute_up: bool,
         if s.status in _NO_EVACUATE_STATUSES:
             return SKIP, 'status %s cannot be evacuated' % s.status
         return EVACUATE, 'nova-compute on %s is down' % s.host
-    live_ok = s.kind == KIND_VGPU or passthrough_live
+    live_ok = s.kind in (KIND_VGPU, KIND_NO_GPU) or passthrough_live
     if live_ok and s.status in _LIVE_STATUSES:
         return LIVE, '%s server, status %s' % (s.kind, s.status)
     if s.status in _COLD_STATUSES:

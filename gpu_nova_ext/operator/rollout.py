@@ -21,6 +21,7 @@ import collections
 import dataclasses
 import math
 
+from gpu_nova_ext import naming
 from gpu_nova_ext.operator import audit
 
 
@@ -143,6 +144,89 @@ def render(p: RolloutPlan) -> str:
     for note in p.notes:
         lines.append('Note: %s' % note)
     return '\n'.join(lines) + '\n'
+
+
+@dataclasses.dataclass
+class UndrainCheck:
+    """Whether a drained host may take servers again, and what to do."""
+
+    problems: list[str]         # why not (empty: it may)
+    todo: list[str]             # what still has to change, in order
+
+
+def undrain_check(providers: list[audit.ProviderView], state: dict | None,
+                  host: str, expected: str) -> UndrainCheck:
+    """Whether every GPU of ``host`` runs driver branch ``expected``.
+
+    The driver a GPU runs is the one in its agent's live ``state`` (what
+    NVML or sysfs read on the host), not Placement's trait: on the
+    PCI-in-Placement providers of passthrough and vendor-VFIO hosts that
+    trait is a tag of the ``[pci] device_spec`` which ``gpu-nova-ext
+    nova-conf`` generated, and it changes only when the drop-in is
+    regenerated and nova-compute restarted; on the libvirt pGPU providers
+    of vGPU hosts (and the agent's own in ``inventory`` mode) the agent
+    rewrites it at its next cycle.  Both must say ``expected`` before the
+    host takes servers again: flavors with ``gpu:driver`` select by the
+    trait.
+    """
+    report = audit.build_report(providers, {host: state} if state else {})
+    gpus = [g for g in report.gpus if g.host == host]
+    names = {p.uuid: p.name for p in providers}
+    problems: list[str] = []
+    todo: list[str] = []
+    if not gpus:
+        return UndrainCheck(['no GPU of %s in Placement' % host],
+                            ['check the host name (nova-compute\'s) and '
+                             'that gpu-nova-agent runs there'])
+    if state is None:
+        return UndrainCheck(
+            ['no live GPU state from gpu-nova-agent on %s, so the driver '
+             'its GPUs run is unknown' % host],
+            ['start gpu-nova-agent on %s (it casts its state at start); '
+             'check that this command\'s transport_url is the '
+             'schedulers\', or give it more --state-wait' % host])
+    running = {g['pci_address']: g.get('driver_version')
+               for g in state.get('gpus', [])}
+    old = sorted(a for a, d in running.items() if branch(d) != expected)
+    for address in old:
+        problems.append('GPU %s runs %s' % (
+            address, running[address] or 'an unknown driver'))
+    if old:
+        todo.append('install driver branch %s on %s and load it (a reboot '
+                    'once the host holds no server: drain --all-servers), '
+                    'then restart gpu-nova-agent' % (expected, host))
+    device_spec, agent = [], []
+    for g in gpus:
+        if g.address in old or g.trait_driver in (None, expected):
+            continue
+        pci = any(_is_pci_provider(names.get(uuid, ''), host)
+                  for uuid in g.providers)
+        problems.append('Placement says GPU %s runs %s (%s)' % (
+            g.address, g.trait_driver,
+            'a [pci] device_spec tag' if pci else 'the agent\'s trait'))
+        (device_spec if pci else agent).append(g.address)
+    if device_spec:
+        todo.append('regenerate the nova-conf drop-in on %s (gpu-nova-ext '
+                    'nova-conf, as at install) and restart nova-compute '
+                    'there: its [pci] device_spec still tags driver %s'
+                    % (host, ', '.join(sorted(
+                        {g.trait_driver for g in gpus
+                         if g.address in device_spec}))))
+    if agent:
+        todo.append('wait for gpu-nova-agent\'s next cycle on %s ([agent] '
+                    'report_interval), which rewrites the driver trait, or '
+                    'run gpu-nova-ext report --once there' % host)
+    return UndrainCheck(problems, todo)
+
+
+def _is_pci_provider(name: str, host: str) -> bool:
+    """Whether ``name`` is a PCI-in-Placement provider of ``host``.
+
+    Named after the device, or for the VFs of a vendor-VFIO GPU after
+    their PF, by nova-compute (``naming.pci_provider_name``).
+    """
+    address = audit.provider_address(name)
+    return bool(address) and name == naming.pci_provider_name(host, address)
 
 
 def driver_mismatches(report: audit.AuditReport, host: str,

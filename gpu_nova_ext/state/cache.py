@@ -27,7 +27,8 @@ raises.
   facts message starts the agent's sequence afresh: it comes first after
   an agent start); a 1.0 payload is ordered by ``generated_at`` unless the
   held one is from the future (a skewed agent clock), then by receive time.
-  A health change is never ignored for ordering.
+  An older message changes nothing, its health included: it never makes a
+  GPU's health better (nor worse); a newer one always wins.
 * Liveness: a host's state is live for ``[gpu_scheduler] state_ttl``
   seconds of :attr:`clock` after it was received; nothing else here reads
   a clock but :attr:`wall_clock`, only to spot a skewed 1.0 agent.
@@ -307,11 +308,12 @@ class GpuStateCache:
                 return None      # other facts arrived meanwhile
             old = self._records.get(host)
             if old is not None and not self._newer(record, old):
-                if record.health_rank == old.health_rank:
-                    LOG.debug('Ignored GPU state of %s: older than the '
-                              'held state', host)
-                    return None
-                # a health change is never dropped for ordering
+                # the newer (held) state wins, whatever the older one
+                # says: a late "healthy" never undoes a GPU turning
+                # unhealthy after it
+                LOG.debug('Ignored GPU state of %s: older than the held '
+                          'state', host)
+                return None
             if seq is not None and seq > self._seq.get(host, -1):
                 self._seq[host] = seq
             self._records[host] = record

@@ -136,9 +136,9 @@ class UnifiedLimits(fixtures.Fixture):
                    endpoint_id=self.endpoint.id, group='oslo_limit')
 
     @staticmethod
-    def _unregister(conf, opts):
+    def _unregister(conf, opts, group='oslo_limit'):
         conf.reset()  # as Nova's ConfFixture does at its own cleanup
-        conf.unregister_opts(opts, group='oslo_limit')
+        conf.unregister_opts(opts, group=group)
 
     def connection(self) -> openstack.connection.Connection:
         """openstacksdk as our CLI gets it from clouds.yaml (system admin)."""

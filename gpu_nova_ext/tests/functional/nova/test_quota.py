@@ -18,11 +18,15 @@ with ``[quota] driver = nova.quota.UnifiedLimitsDriver`` and oslo.limit
 reading that Keystone, Placement (usages), and the host's nova.conf from
 our generator (per-model resource classes).
 """
+import fixtures
+from keystoneauth1 import loading as ks_loading
 from keystoneauth1 import session as ks_session
 from keystoneauth1 import token_endpoint
+from nova.cmd import manage as nova_manage
 from nova import conf as nova_conf
 from nova.tests.fixtures import libvirt as fakelibvirt
 from nova.tests.functional.api import client as api_client
+from nova.tests.functional import integrated_helpers
 from nova.tests.functional.libvirt import base as libvirt_base
 import openstack
 
@@ -32,7 +36,9 @@ from gpu_nova_ext.operator import flavor
 from gpu_nova_ext.operator import nova_conf as nova_conf_gen
 from gpu_nova_ext.tests.functional.nova import base
 from gpu_nova_ext.tests.functional.nova import keystone_fixture
+from gpu_nova_ext.tests.functional.nova import keystone_server
 from gpu_nova_ext.tests.functional.nova import ops_base
+from gpu_nova_ext.tests.functional.operator import sdk
 
 HOST = 'gpu1'
 A100_RC = 'CUSTOM_GPU_A100_80GB_PCIE'
@@ -292,3 +298,111 @@ class VgpuQuotaTest(QuotaMixin, base.GpuVGPUTestBase):
               '-', 'none', '1']],
             [line.split() for line in out.splitlines()
              if line.startswith(self.project.name + ' ')])
+
+
+class _OneCloud:
+    """The CLI's one cloud: Keystone's identity, the harness's compute.
+
+    On a real cloud one clouds.yaml entry serves both; the harness's Nova
+    API authenticates by headers, the real Keystone by token.
+    """
+
+    def __init__(self, identity_conn, compute_conn):
+        self.identity = identity_conn.identity
+        self.compute = compute_conn.compute
+
+
+class UnifiedLimitsSwitchTest(QuotaMixin,
+                              integrated_helpers._IntegratedTestBase):
+    """quota.rst's switch: check, nova-manage's migration, check again.
+
+    Nova still runs the legacy quota driver (before the switch): its
+    quotas are in its database; Keystone is the real one.
+    """
+
+    ADMIN_API = True
+
+    def setUp(self):
+        super().setUp()
+        self.flags(driver='nova.quota.DbQuotaDriver', group='quota')
+        self.other = self.keystone.project()
+
+    def conn_factory(self, cloud=None):
+        return _OneCloud(self.keystone.connection(),
+                         sdk.harness_connection(self))
+
+    def nova_manage_migrate(self, project_id=None):
+        """``nova-manage limits migrate_to_unified_limits``, Nova's own."""
+        conf = nova_conf.CONF
+        # what nova-manage's get_sdk_adapter loads from [keystone_authtoken]
+        # (the session, adapter and password plugin options), where not
+        # registered yet; unregistered after the test as the Keystone
+        # fixture does
+        group = conf.keystone_authtoken
+        opts = {}
+        for opt in (ks_loading.get_session_conf_options()
+                    + ks_loading.get_adapter_conf_options()
+                    + ks_loading.get_auth_common_conf_options()
+                    + ks_loading.get_auth_plugin_conf_options('password')):
+            if opt.dest not in group and opt.dest not in opts:
+                opts[opt.dest] = opt
+        conf.register_opts(list(opts.values()), group='keystone_authtoken')
+        self.addCleanup(keystone_fixture.UnifiedLimits._unregister, conf,
+                        list(opts.values()), 'keystone_authtoken')
+        self.flags(auth_type='password', auth_url=self.keystone.url,
+                   username='admin', password=keystone_server.PASSWORD,
+                   user_domain_id='default', system_scope='all',
+                   group='keystone_authtoken')
+        stdout = self.useFixture(fixtures.StringStream('nova-manage'))
+        self.useFixture(fixtures.MonkeyPatch('sys.stdout', stdout.stream))
+        rc = nova_manage.LimitsCommands().migrate_to_unified_limits(
+            project_id=project_id, region_id=keystone_server.REGION)
+        stdout.stream.flush()
+        return rc, stdout.getDetails()['nova-manage'].as_text()
+
+    def test_check_migrate_check(self):
+        # a legacy per-project override, and Nova's legacy defaults
+        self.admin_api.update_quota({'cores': 40, 'instances': 25},
+                                    project_id=self.project.id)
+        rc, out = self.quota('check')
+        self.assertEqual(1, rc)
+        p = '%s (%s)' % (self.project.name, self.project.id)
+        # Keystone has a 'servers' default (QuotaMixin), nothing else
+        self.assertIn('DIFFERS  default: servers = 10 (legacy instances) '
+                      '-> after the switch 100', out)
+        self.assertIn('LOST     default: class:VCPU = 20 (legacy cores) -> '
+                      'after the switch no limit (unlimited, or 0 where '
+                      '[quota] unified_limits_resource_strategy requires '
+                      'one: servers by default)', out)
+        self.assertIn('LOST     project %s: class:VCPU = 40 (legacy cores) '
+                      '-> after the switch no limit' % p, out)
+        self.assertIn('LOST     project %s: servers = 25 (legacy instances) '
+                      '-> after the switch 100 (the default)' % p, out)
+        # a project without overrides loses nothing
+        self.assertNotIn(self.other.id, out)
+        self.assertIn('  nova-manage limits migrate_to_unified_limits '
+                      '--region-id %s\n' % keystone_server.REGION, out)
+        self.assertIn('  nova-manage limits migrate_to_unified_limits '
+                      '--project-id %s --region-id %s\n'
+                      % (self.project.id, keystone_server.REGION), out)
+
+        # the defaults only: the project's overrides are still lost.
+        # (nova-manage's exit code 3: its scan of the flavors found
+        # DISK_GB, which has no legacy quota, without a registered limit)
+        rc, out = self.nova_manage_migrate()
+        self.assertEqual(3, rc, out)
+        self.assertIn('| class:DISK_GB | missing', out)
+        rc, out = self.quota('check')
+        self.assertEqual(1, rc)
+        self.assertNotIn('LOST     default', out)
+        self.assertIn('LOST     project %s: class:VCPU = 40' % p, out)
+
+        # the command the check printed for the project
+        rc, out = self.nova_manage_migrate(self.project.id)
+        self.assertEqual(3, rc, out)
+        rc, out = self.quota('check')
+        self.assertEqual(0, rc)
+        self.assertIn('nothing would be lost', out)
+        rc, out = self.quota('check', '--project', self.project.name)
+        self.assertEqual(0, rc)
+        self.assertIn(', 1 project(s):', out)

@@ -21,7 +21,9 @@ TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..',
 DESIGN = os.path.join(TOP, 'doc', 'source', 'contributor', 'index.rst')
 SECTIONS = ('Architecture', 'Placement ownership', 'Flavor extra specs',
             'Scheduler plugins', 'State protocol', 'Health', 'Reservations',
-            'MIG layouts and power', 'Operator CLI',
+            'MIG layouts and power',
+            'Remediation, drains and driver roll-outs',
+            'GPU quota per model', 'Operator CLI', 'Monitoring',
             'Simulator')
 
 

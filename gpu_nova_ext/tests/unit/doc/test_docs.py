@@ -15,6 +15,7 @@
 Checks that every DevStack variable, CLI option, configuration option and
 flavor recipe named in doc/source exists and gives what the page shows.
 """
+import configparser
 import os
 import re
 import shlex
@@ -99,7 +100,7 @@ class TestDocs(testtools.TestCase):
                     'audit': actions['audit'],
                     'flavor create': actions['flavor']._subparsers
                     ._group_actions[0].choices['create']}
-        for action in ('set', 'unset', 'show'):
+        for action in ('set', 'unset', 'show', 'check'):
             commands['quota ' + action] = actions['quota']._subparsers \
                 ._group_actions[0].choices[action]
         text = read('cli.rst')
@@ -109,6 +110,20 @@ class TestDocs(testtools.TestCase):
             known = set(sub._option_string_actions)
             for opt in re.findall(r'--[a-z-]+', m.group(1)):
                 self.assertIn(opt, known, '%s %s' % (command, opt))
+
+    def test_filter_counts_match_the_entry_points(self):
+        parser = configparser.ConfigParser()
+        parser.read(os.path.join(TOP, 'setup.cfg'))
+        filters = [line for line in parser['entry_points'][
+            'gpu_nova_ext.scheduler.filters'].splitlines() if line.strip()]
+        words = {3: 'three', 4: 'four', 5: 'five', 6: 'six', 7: 'seven',
+                 8: 'eight', 9: 'nine', 10: 'ten'}
+        for name, pattern in (
+                ('install.rst', r'``enabled_filters`` \(all (\w+)\)'),
+                ('nova-config.rst', r'append the (\w+) ``Gpu\*`` filters')):
+            m = re.search(pattern, read(name))
+            self.assertIsNotNone(m, name)
+            self.assertEqual(words[len(filters)], m.group(1), name)
 
     def test_flavor_recipes_give_what_the_page_shows(self):
         text = read('flavors.rst')

@@ -88,3 +88,94 @@ class TestDriverMismatches(testtools.TestCase):
                          rollout.driver_mismatches(r, 'z', '570'))
         self.assertEqual([], rollout.driver_mismatches(
             report(gpus('b', 2, driver='570.86.10')), 'b', '570'))
+
+
+def providers(host, kind, driver_branch, addresses=('0000:3b:00.0',)):
+    """Placement as audit.collect reads it.
+
+    A root and a GPU provider per address, named as Nova names ``pgpu``
+    or ``pci`` providers.
+    """
+    root = audit.ProviderView(uuid='root-' + host, name=host,
+                              root_uuid='root-' + host)
+    out = [root]
+    for n, address in enumerate(addresses):
+        if kind == 'pci':
+            name = '%s_%s' % (host, address.upper())
+            inv = {'CUSTOM_GPU_A100_80GB_PCIE': {'total': 1, 'reserved': 0}}
+        else:
+            name = '%s_pci_%s' % (host, address.replace(':', '_').replace(
+                '.', '_'))
+            inv = {'VGPU': {'total': 16, 'reserved': 0}}
+        out.append(audit.ProviderView(
+            uuid='rp-%s-%d' % (host, n), name=name, root_uuid=root.uuid,
+            parent_uuid=root.uuid, inventories=inv,
+            traits=['CUSTOM_GPU_MODEL_A100_80GB_PCIE',
+                    'CUSTOM_GPU_DRIVER_%s' % driver_branch]))
+    return out
+
+
+def state(host, driver, addresses=('0000:3b:00.0',)):
+    return {'host': host, 'root_provider_uuid': 'root-' + host,
+            'gpus': [{'pci_address': a, 'driver_version': driver,
+                      'provider_uuids': ['rp-%s-%d' % (host, n)],
+                      'model': 'A100_80GB_PCIE',
+                      'health': {'state': 'healthy', 'reasons': []}}
+                     for n, a in enumerate(addresses)]}
+
+
+class TestUndrainCheck(testtools.TestCase):
+
+    def test_all_on_the_branch(self):
+        for kind in ('pgpu', 'pci'):
+            check = rollout.undrain_check(
+                providers('a', kind, '570'), state('a', '570.86.10'), 'a',
+                '570')
+            self.assertEqual(([], []), (check.problems, check.todo))
+
+    def test_the_agent_state_is_what_the_gpu_runs(self):
+        # Placement already says 570 (a drop-in regenerated too early):
+        # the GPU still runs 550
+        check = rollout.undrain_check(
+            providers('a', 'pci', '570'), state('a', '550.54.15'), 'a',
+            '570')
+        self.assertEqual(['GPU 0000:3b:00.0 runs 550.54.15'], check.problems)
+        self.assertIn('install driver branch 570 on a', check.todo[0])
+
+    def test_device_spec_lags_on_pci_in_placement(self):
+        check = rollout.undrain_check(
+            providers('a', 'pci', '550'), state('a', '570.86.10'), 'a',
+            '570')
+        self.assertEqual(['Placement says GPU 0000:3b:00.0 runs 550 (a '
+                          '[pci] device_spec tag)'], check.problems)
+        self.assertEqual(1, len(check.todo))
+        self.assertIn('regenerate the nova-conf drop-in on a', check.todo[0])
+        self.assertIn('restart nova-compute', check.todo[0])
+
+    def test_agent_trait_lags_on_vgpu_hosts(self):
+        check = rollout.undrain_check(
+            providers('a', 'pgpu', '550'), state('a', '570.86.10'), 'a',
+            '570')
+        self.assertEqual(["Placement says GPU 0000:3b:00.0 runs 550 (the "
+                          "agent's trait)"], check.problems)
+        self.assertIn("wait for gpu-nova-agent's next cycle on a",
+                      check.todo[0])
+
+    def test_no_state_no_gpus(self):
+        check = rollout.undrain_check(providers('a', 'pci', '570'), None,
+                                      'a', '570')
+        self.assertIn('no live GPU state from gpu-nova-agent on a',
+                      check.problems[0])
+        check = rollout.undrain_check(providers('a', 'pci', '570'),
+                                      state('z', '570'), 'z', '570')
+        self.assertEqual(['no GPU of z in Placement'], check.problems)
+
+    def test_vendor_vfio_vfs_provider_named_after_the_pf(self):
+        # nova-compute groups a PF's VFs in one provider named after the
+        # PF; the agent's state names the GPU by a VF's address
+        placement = providers('a', 'pci', '550')
+        gpu_state = state('a', '570.86.10', addresses=('0000:3b:00.4',))
+        check = rollout.undrain_check(placement, gpu_state, 'a', '570')
+        self.assertEqual(['Placement says GPU 0000:3b:00.4 runs 550 (a '
+                          '[pci] device_spec tag)'], check.problems)
+        self.assertIn('regenerate the nova-conf drop-in', check.todo[0])

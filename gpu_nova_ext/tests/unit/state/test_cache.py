@@ -243,12 +243,54 @@ class TestOrdering(CacheTestCase):
         # at WARNING, once per host
         self.assertEqual(2, warnings.output.count('ahead of this scheduler'))
 
-    def test_older_message_is_ignored_unless_health_changed(self):
+    def test_older_message_is_ignored(self):
         self.assertTrue(self.cache.update(self._payload('a', 90.0)))
         self.assertFalse(self.cache.update(self._payload('a', 80.0)))
-        self.assertTrue(self.cache.update(self._payload(
+        # a health change in it too: the newer (held) state wins
+        self.assertFalse(self.cache.update(self._payload(
             'a', 80.0, health='degraded')))
-        self.assertEqual((1, 1), self.cache.host_record('a').health_rank)
+        self.assertEqual((0, 0), self.cache.host_record('a').health_rank)
+
+    def test_older_message_never_makes_health_better_1_0(self):
+        # a GPU turned unhealthy; a late "healthy" message generated
+        # before it must not make the host schedulable again
+        self.assertTrue(self.cache.update(self._payload('a', 80.0)))
+        self.assertTrue(self.cache.update(self._payload(
+            'a', 90.0, health='unhealthy')))
+        self.assertFalse(self.cache.update(self._payload('a', 80.0)))
+        self.assertFalse(self.cache.update(self._payload(
+            'a', 85.0, health='degraded')))
+        self.assertEqual((2, 2), self.cache.host_record('a').health_rank)
+        # a newer one always wins, better health included
+        self.assertTrue(self.cache.update(self._payload('a', 95.0)))
+        self.assertEqual((0, 0), self.cache.host_record('a').health_rank)
+
+    def test_older_message_never_makes_health_better_1_1(self):
+        pub = agent_payload.Publisher()
+        healthy = pub.messages(self._payload('a', 80.0))
+        for message in healthy:
+            self.assertTrue(self.cache.update(message))
+        (unhealthy,) = pub.messages(self._payload('a', 90.0,
+                                                  health='unhealthy'))
+        (late,) = pub.messages(self._payload('a', 91.0))
+        (newest,) = pub.messages(self._payload('a', 92.0,
+                                               health='unhealthy'))
+        self.assertTrue(self.cache.update(newest))
+        # ordered by the sequence number, not the agent's clock: a late
+        # message with an earlier sequence number changes nothing
+        self.assertFalse(self.cache.update(late))
+        self.assertFalse(self.cache.update(healthy[-1]))
+        self.assertEqual((2, 2), self.cache.host_record('a').health_rank)
+        # nor does a later-generated one numbered before the held one
+        self.assertFalse(self.cache.update(dict(
+            late, generated_at=200.0)))
+        self.assertEqual((2, 2), self.cache.host_record('a').health_rank)
+        # a newer one always wins, better health included
+        (recovered,) = pub.messages(self._payload('a', 93.0))
+        self.assertTrue(self.cache.update(recovered))
+        self.assertEqual((0, 0), self.cache.host_record('a').health_rank)
+        self.assertFalse(self.cache.update(unhealthy))
+        self.assertEqual((0, 0), self.cache.host_record('a').health_rank)
 
 
 class TestWaitForState(testtools.TestCase):
