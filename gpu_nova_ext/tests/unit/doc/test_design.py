@@ -24,7 +24,7 @@ SECTIONS = ('Architecture', 'Placement ownership', 'Flavor extra specs',
             'MIG layouts and power',
             'Remediation, drains and driver roll-outs',
             'GPU quota per model', 'Operator CLI', 'Monitoring',
-            'Simulator')
+            'Simulator', 'Packaging, versions and the install matrix')
 
 
 def _titles():
