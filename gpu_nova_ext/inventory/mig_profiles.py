@@ -52,7 +52,7 @@ board      names   counts   slices  IDs     placements   memory_mib
 ========== ======= ======== ======= ======= ============ ==============
 A30        G, MP   G, MP    G       C       C            C (note 1)
 A100 40GB  G, MP   G, MP    G       GS      GS           GS (note 1)
-A100 80GB  G, MP   G, MP    G       C (n2)  as 40GB (n3) C (note 2)
+A100 80GB  G, MP   G, MP    G       C (n2)  unconf. (n3) C (note 2)
 H100 80GB  G, MP   G, MP    G       C       C            C (note 1)
 H200       G, MP   G, MP    G       unconf. unconf.      unconfirmed
 B200       G, MP   G, MP    G       unconf. unconf.      unconfirmed
@@ -66,7 +66,16 @@ B200       G, MP   G, MP    G       unconf. unconf.      unconfirmed
 2. The A100 80GB capture lacks ``1g.20gb`` (ID 15); its ID, placements
    {0,2,4,6}:2 and memory (taken as 2g.20gb's) are unconfirmed.
 3. The guide gives the 80GB board the 40GB table's geometry under new
-   names; its placements are not shown anywhere for the 80GB board.
+   names; no source shows its placements, so they are the 40GB's.
+4. The A100 80GB capture is of an SXM4 board and the H100 captures of
+   SXM5 (HBM3) boards; the PCIe models share their rows unconfirmed.
+
+NVML indexes (``nvml_index``): the constants are the NVML API
+reference's (``NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1`` 0x7,
+``_2_SLICE_REV1`` 0x8, ``_1_SLICE_REV2`` 0x9; a unit test compares them
+with pynvml's); [MP] confirms that the 1g double-memory profile is
+``_1_SLICE_REV2``; that ``+me`` is ``_1_SLICE_REV1`` / ``_2_SLICE_REV1``
+no source read says in words (unconfirmed; the driver's names tell).
 
 Unconfirmed (no readable source; device-check on real hardware will
 tell): the H200 and B200 profile IDs (written as the H100's: 19, 20, 15,
