@@ -42,6 +42,64 @@ GUIDE = {
 }
 
 
+#: ``nvidia-smi mig -lgip`` / ``-lgipp`` as the real driver prints them,
+#: per board: name -> (profile ID, GiB column, placements).  Sources (in
+#: mig_profiles' docstring): A100 40GB, the guide's "Getting Started"
+#: examples; A30, A100 80GB and H100 80GB, captures from real boards.
+#: The A100 80GB capture has no 1g.20gb and no placements, and no
+#: readable source gives H200 or B200 IDs, sizes or placements, so those
+#: are left out (device-check on real hardware confirms them).
+_ONES = [(s, 1) for s in range(7)]
+_TWOS = [(0, 2), (2, 2), (4, 2)]
+LGIP = {
+    'A100_SXM4_40GB': {
+        '1g.5gb': (19, '4.75', _ONES),
+        '1g.5gb+me': (20, '4.75', _ONES),
+        '1g.10gb': (15, '9.62', _TWOS + [(6, 2)]),
+        '2g.10gb': (14, '9.62', _TWOS),
+        '3g.20gb': (9, '19.50', [(0, 4), (4, 4)]),
+        '4g.20gb': (5, '19.50', [(0, 4)]),
+        '7g.40gb': (0, '39.25', [(0, 8)]),
+    },
+    'A100_80GB_PCIE': {
+        '1g.10gb': (19, '9.50', None),
+        '1g.10gb+me': (20, '9.50', None),
+        '2g.20gb': (14, '19.50', None),
+        '3g.40gb': (9, '39.50', None),
+        '4g.40gb': (5, '39.50', None),
+        '7g.80gb': (0, '79.25', None),
+    },
+    'A30': {
+        '1g.6gb': (14, '5.81', [(0, 1), (1, 1), (2, 1), (3, 1)]),
+        '1g.6gb+me': (21, '5.81', [(0, 1), (1, 1), (2, 1), (3, 1)]),
+        '2g.12gb': (5, '11.69', [(0, 2), (2, 2)]),
+        '2g.12gb+me': (6, '11.69', [(0, 2), (2, 2)]),
+        '4g.24gb': (0, '23.44', [(0, 4)]),
+    },
+    'H100_SXM5_80GB': {
+        '1g.10gb': (19, '9.75', _ONES),
+        '1g.10gb+me': (20, '9.75', _ONES),
+        '1g.20gb': (15, '19.62', _TWOS + [(6, 2)]),
+        '2g.20gb': (14, '19.62', _TWOS),
+        '3g.40gb': (9, '39.50', [(0, 4), (4, 4)]),
+        '4g.40gb': (5, '39.50', [(0, 4)]),
+        '7g.80gb': (0, '79.25', [(0, 8)]),
+    },
+}
+
+#: The guide's "Fraction of SMs" and "Fraction of Memory" columns for
+#: the boards only the guide covers: name -> (compute slices of 7,
+#: memory slices of 8)
+FRACTIONS = {
+    'H200': {'1g.18gb': (1, 1), '1g.18gb+me': (1, 1), '1g.35gb': (1, 2),
+             '2g.35gb': (2, 2), '3g.71gb': (3, 4), '4g.71gb': (4, 4),
+             '7g.141gb': (7, 8)},
+    'B200': {'1g.23gb': (1, 1), '1g.23gb+me': (1, 1), '1g.45gb': (1, 2),
+             '2g.45gb': (2, 2), '3g.90gb': (3, 4), '4g.90gb': (4, 4),
+             '7g.180gb': (7, 8)},
+}
+
+
 def _placements(handle, profile_id):
     count = ctypes.c_uint(0)
     pynvml.nvmlDeviceGetGpuInstancePossiblePlacements(
@@ -95,17 +153,31 @@ class TestProfileTables(base.BaseTestCase):
         self.assertEqual(pynvml.NVML_GPU_INSTANCE_PROFILE_7_SLICE,
                          mig_profiles.P7)
 
-    def test_placements_of_a100_80gb(self):
-        h = pynvml.nvmlDeviceGetHandleByIndex(1)
-        ids = {n: info.id for n, info in _profiles(h).items()}
-        self.assertEqual({'1g.10gb': 19, '1g.10gb+me': 20, '1g.20gb': 15,
-                          '2g.20gb': 14, '3g.40gb': 9, '4g.40gb': 5,
-                          '7g.80gb': 0}, ids)
-        self.assertEqual([(s, 1) for s in range(7)], _placements(h, 19))
-        self.assertEqual([(0, 2), (2, 2), (4, 2), (6, 2)],
-                         _placements(h, 15))
-        self.assertEqual([(0, 4), (4, 4)], _placements(h, 9))
-        self.assertEqual([(0, 8)], _placements(h, 0))
+    def test_ids_sizes_and_placements_as_the_driver_reports(self):
+        keys = list(GUIDE)
+        for key, rows in LGIP.items():
+            h = pynvml.nvmlDeviceGetHandleByIndex(keys.index(key))
+            found = _profiles(h)
+            for name, (pid, gib, placements) in rows.items():
+                info = found[name]
+                self.assertEqual(pid, info.id, (key, name))
+                self.assertEqual(gib, '%.2f' % (info.memorySizeMB / 1024),
+                                 (key, name))
+                if placements is not None:
+                    self.assertEqual(placements, _placements(h, pid),
+                                     (key, name))
+
+    def test_slices_as_the_guide_lists_them(self):
+        keys = list(GUIDE)
+        for key, rows in FRACTIONS.items():
+            h = pynvml.nvmlDeviceGetHandleByIndex(keys.index(key))
+            found = _profiles(h)
+            for name, (compute, memory) in rows.items():
+                info = found[name]
+                self.assertEqual(compute, info.sliceCount, (key, name))
+                self.assertEqual(
+                    {memory}, {size for _start, size
+                               in _placements(h, info.id)}, (key, name))
 
     def test_a30_has_four_slices(self):
         h = pynvml.nvmlDeviceGetHandleByIndex(2)
