@@ -55,6 +55,7 @@ from gpu_nova_ext.simulate import conf_keys
 from gpu_nova_ext.simulate import flows
 from gpu_nova_ext.simulate import host as sim_host
 from gpu_nova_ext.simulate import metrics
+from gpu_nova_ext.simulate import misplaced
 from gpu_nova_ext.simulate import nova_env
 from gpu_nova_ext.simulate import nova_handlers
 from gpu_nova_ext.simulate import quotas as sim_quotas
@@ -130,6 +131,7 @@ class Simulation(flows.HealthFlow):
             self.progress('placement: openstack-placement in process '
                           '(%s)' % endpoint)
             cache = self._cache = self._make_cache(novaconf.conf)
+            self.checker = misplaced.Checker()
             self.progress('nova: %d filters, %d weighers; state cache on '
                           'the simulated clock (state_ttl %.0f s)' % (
                               len(scheduler.filters),
@@ -161,6 +163,9 @@ class Simulation(flows.HealthFlow):
             t0, c0 = time.monotonic(), time.process_time()
             result.occupancy = self._occupancy(cache)
             result.summary = self.meter.summary(result)
+            warning = misplaced.warning(None, result.servers)
+            if warning:
+                self.progress(warning)
             result.timings['occupancy'] = time.monotonic() - t0
             result.cpu['occupancy'] = time.process_time() - c0
         finally:
@@ -353,6 +358,10 @@ class Simulation(flows.HealthFlow):
             self.progress('boot %s (%s): %s' % (server.server, server.flavor,
                                                 server.error))
             return server
+        server.misplaced = self.checker.check(flavor, host.payload,
+                                              server.gpus)
+        if server.misplaced:
+            self.meter.misplaced.add(instance_uuid)
         self.meter.consumed(host, instance_uuid, +1)
         result.curve.append(self.meter.point())
         host.cycle(self.clock.wall())
@@ -362,9 +371,11 @@ class Simulation(flows.HealthFlow):
         if lifetime:
             self._expiry.setdefault(self.step_no + lifetime, []).append(
                 server.server)
-        self.progress('boot %s (%s): %s %s' % (
+        self.progress('boot %s (%s): %s %s%s' % (
             server.server, server.flavor, server.host,
-            ','.join(server.gpus) or '-'))
+            ','.join(server.gpus) or '-',
+            ' MISPLACED: %s' % server.misplaced if server.misplaced
+            else ''))
         return server
 
     def _delete_matching(self, result, cache, step: st.Delete) -> None:
@@ -388,6 +399,7 @@ class Simulation(flows.HealthFlow):
         self.projects.pop(name, None)
         host = self.hosts[host_name]
         self.meter.consumed(host, instance_uuid, -1)
+        self.meter.misplaced.discard(instance_uuid)
         self.sched.delete(instance_uuid, host_name)
         host.release(instance_uuid)
         host.cycle(self.clock.wall())
