@@ -125,11 +125,12 @@ class Simulation(flows.HealthFlow):
                                                      novaconf.conf)
             from gpu_nova_ext.simulate import embedded
             # an in-memory database: one connection, no file I/O
-            placement = embedded.EmbeddedPlacement(thread_yield=False)
+            placement = embedded.EmbeddedPlacement(
+                thread_yield=False, options=self.scenario.placement_conf)
             endpoint = placement.mount_endpoint()
             self.placement = placement
             self.progress('placement: openstack-placement in process '
-                          '(%s)' % endpoint)
+                          '(%s); %s' % (endpoint, self._settings(novaconf)))
             cache = self._cache = self._make_cache(novaconf.conf)
             self.checker = misplaced.Checker()
             self.progress('nova: %d filters, %d weighers; state cache on '
@@ -190,6 +191,19 @@ class Simulation(flows.HealthFlow):
         return result
 
     # -- set-up ------------------------------------------------------------
+
+    def _settings(self, novaconf) -> str:
+        """The candidate settings in a line: stock or recommended."""
+        conf = self.placement.conf
+        return ('%s settings: [placement] max_allocation_candidates %d, '
+                'allocation_candidates_generation_strategy %s, '
+                '[workarounds] optimize_for_wide_provider_trees %s; nova '
+                '[scheduler] max_placement_results %d' % (
+                    'recommended' if self.scenario.recommended else 'stock',
+                    conf.placement.max_allocation_candidates,
+                    conf.placement.allocation_candidates_generation_strategy,
+                    conf.workarounds.optimize_for_wide_provider_trees,
+                    novaconf.conf.scheduler.max_placement_results))
 
     def _make_cache(self, conf):
         """The scheduler's state cache, on the simulated clock.
