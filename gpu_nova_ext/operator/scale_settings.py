@@ -84,20 +84,25 @@ def _ini(value) -> str:
     return str(value)
 
 
-def _wrap(text: str, width: int = 77) -> list[str]:
+PLACEMENT_HINT = ('Placement\'s part: gpu-nova-ext nova-conf '
+                  '--placement-conf')
+
+
+def comment(text: str, width: int = 77) -> list[str]:
+    """``text`` as ``#`` comment lines."""
     import textwrap
     return ['# ' + line for line in textwrap.wrap(text, width - 2)]
 
 
 def render(settings: dict, header: str) -> str:
     """An oslo.config drop-in of ``settings``, each with why."""
-    out = _wrap(header)
+    out = comment(header)
     group = None
     for (section, option), value in sorted(settings.items()):
         if section != group:
             out += ['', '[%s]' % section]
             group = section
-        out += _wrap(WHY[(section, option)])
+        out += comment(WHY[(section, option)])
         out.append('%s = %s' % (option, _ini(value)))
     return '\n'.join(out) + '\n'
 

@@ -199,6 +199,54 @@ class TestMisplaced(CloudTestCase):
         self.assertIn('WARNING: %d server(s) on a GPU' % len(wrong), err)
 
 
+class TestPackingAtScale(CloudTestCase):
+
+    #: 20 hosts x 8 passthrough GPUs: a 4-GPU request in 4 isolated
+    #: groups has 8!/4! = 1,680 ordered candidates per empty host, 33,600
+    #: in all, far over Nova's stock limit of 1,000
+    HOSTS = 20
+
+    def scenario(self, **extra):
+        alias = dict(H100_ALIAS, name='gpu')
+        flavors = [_flavor('pt.%d' % k, dict(
+            {'pci_passthrough:alias': 'gpu:%d' % k},
+            **({'group_policy': 'isolate'} if k > 1 else {})), vcpus=1,
+            ram_mb=1024) for k in (1, 2, 4)]
+        return dict({
+            'nova_conf': {'pci': {'alias': [alias]}},
+            'hosts': [{'name': 'cmp', 'count': self.HOSTS, 'vcpus': 256,
+                       'memory_mb': 4194304,
+                       'gpus': [{'model': 'H100_80GB_HBM3', 'count': 8,
+                                 'mode': 'passthrough'}]}],
+            'flavors': flavors,
+            # 16 + 8 + 8 = 32 GPUs: 4 full hosts under binpack
+            'boots': [{'flavor': 'pt.4', 'count': 4},
+                      {'flavor': 'pt.2', 'count': 4},
+                      {'flavor': 'pt.1', 'count': 8}]}, **extra)
+
+    def test_binpack_fills_hosts_beyond_the_candidate_limit(self):
+        """The default configuration packs 1-, 2- and 4-GPU servers.
+
+        With the recommended Placement settings (the simulator's default:
+        breadth-first generation capped at max_allocation_candidates,
+        Nova's limit the same) every viable host is offered, so binpack
+        fills ceil(32 / 8) = 4 hosts.  Under stock settings Placement's
+        cut drops the partly used hosts (placement_conf: stock spreads
+        these servers over more hosts).
+        """
+        data, err = self.simulate(self.scenario())
+        self.assertIn('recommended settings', err)
+        placed = [p for p in data['placements'] if 'error' not in p]
+        self.assertEqual(16, len(placed))
+        self.assertEqual(4, len({p['host'] for p in placed}))
+        self.assertEqual(0, data['summary']['servers_misplaced'])
+        used = {}
+        for o in data['occupancy']:
+            used[o['host']] = used.get(o['host'], 0) + o['used']
+        self.assertEqual([8, 8, 8, 8],
+                         sorted(u for u in used.values() if u))
+
+
 class TestTimeAndDeletes(CloudTestCase):
 
     def test_agent_down_excludes_host_and_says_so(self):
