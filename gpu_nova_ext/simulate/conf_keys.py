@@ -13,7 +13,7 @@
 """A scenario's option keys: nova_conf:, agent_conf:, placement_conf:.
 
 ``nova_conf:`` is checked for shape here and against Nova's options by
-:mod:`gpu_nova_ext.simulate.nova_env` (that needs Nova).  ``agent_conf:``
+:mod:`gpu_nova_ext.simulate.nova_config` (that needs Nova).  ``agent_conf:``
 sets options of every host's gpu-nova-agent: the ``[health]`` group (the
 health judge's hysteresis, XID lists, pins) and ``[agent]
 report_interval`` / ``metrics_interval`` (both run on the simulated

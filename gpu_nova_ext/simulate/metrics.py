@@ -31,7 +31,7 @@ from typing import Any
 import uuid
 
 from gpu_nova_ext import naming
-from gpu_nova_ext.simulate import nova_env
+from gpu_nova_ext.simulate import nova_request
 
 
 @dataclasses.dataclass
@@ -94,9 +94,9 @@ class Meter:
 
     def _need(self, flavor) -> Need | None:
         """The flavor's GPU request, from Nova's own resource request."""
-        ctx = nova_env.admin_context()
-        spec = nova_env.request_spec(ctx, flavor, str(uuid.uuid4()))
-        resources = nova_env.resource_request(ctx, spec)
+        ctx = nova_request.admin_context()
+        spec = nova_request.request_spec(ctx, flavor, str(uuid.uuid4()))
+        resources = nova_request.resource_request(ctx, spec)
         classes = {g.resource_class for g in self.gpus.values()}
         for rc, amount in resources.merged_resources().items():
             if rc in classes:

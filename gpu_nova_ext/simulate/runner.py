@@ -23,7 +23,7 @@ Phases (each reported through the ``progress`` callback):
    by nova-api's validators, the scheduler's GPU state cache on the
    simulated clock.
 3. **hosts**: per host, the providers nova-compute would create
-   (:mod:`gpu_nova_ext.simulate.novalike`), then one real agent cycle
+   (:mod:`gpu_nova_ext.simulate.compute_providers`), then one real agent cycle
    (:mod:`gpu_nova_ext.simulate.host`) whose state messages (protocol 1.1,
    from the agent's own publisher) go into the state cache through its
    ingestion path (``cache.update``), as the state channel's endpoint
@@ -54,10 +54,13 @@ from gpu_nova_ext.simulate import clock
 from gpu_nova_ext.simulate import conf_keys
 from gpu_nova_ext.simulate import flows
 from gpu_nova_ext.simulate import host as sim_host
+from gpu_nova_ext.simulate import identity
 from gpu_nova_ext.simulate import metrics
 from gpu_nova_ext.simulate import misplaced
-from gpu_nova_ext.simulate import nova_env
-from gpu_nova_ext.simulate import nova_handlers
+from gpu_nova_ext.simulate import nova_claims
+from gpu_nova_ext.simulate import nova_config
+from gpu_nova_ext.simulate import nova_filter_handlers
+from gpu_nova_ext.simulate import nova_flavors
 from gpu_nova_ext.simulate import quotas as sim_quotas
 from gpu_nova_ext.simulate import remediation
 from gpu_nova_ext.simulate import reservations as sim_reservations
@@ -108,21 +111,22 @@ class Simulation(flows.HealthFlow):
     def _live_servers(self, project_id: str) -> int:
         """The project's servers now (Nova counts instance mappings)."""
         return sum(1 for name in self._servers
-                   if self.projects.get(name, nova_env.PROJECT_ID)
+                   if self.projects.get(name, identity.PROJECT_ID)
                    == project_id)
 
     def run(self) -> res.Result:
         start = time.monotonic()
         result = res.Result(scenario=self.scenario, policy=self.name)
         workdir = tempfile.mkdtemp(prefix='gpu-nova-ext-simulate-')
-        novaconf = nova_env.NovaConfig(self.scenario)
+        novaconf = nova_config.NovaConfig(
+            self.scenario, sim_reservations.extra_filters(self.scenario))
         placement = None
         cache = None
         try:
             novaconf.apply()
-            nova_env.check_flavors(self.scenario)
-            scheduler = nova_handlers.load_scheduler(self.scenario,
-                                                     novaconf.conf)
+            nova_flavors.check_flavors(self.scenario)
+            scheduler = nova_filter_handlers.load_scheduler(self.scenario,
+                                                            novaconf.conf)
             from gpu_nova_ext.simulate import embedded
             # an in-memory database: one connection, no file I/O
             placement = embedded.EmbeddedPlacement(
@@ -144,7 +148,7 @@ class Simulation(flows.HealthFlow):
             self.meter = metrics.Meter(self.scenario, self.hosts)
             self.sched = scheduling.Scheduling(
                 self.scenario, scheduler, self.hosts, cache,
-                nova_env.report_client(endpoint, mount=placement.mount))
+                nova_claims.report_client(endpoint, mount=placement.mount))
             if self.scenario.quotas:
                 quotas = sim_quotas.Quotas(
                     self.scenario, novaconf, self.sched.client,
@@ -224,8 +228,8 @@ class Simulation(flows.HealthFlow):
         lines = len(specs) <= HOST_LINES_MAX
         bar = None if lines or self.bar is None else self.bar(
             len(specs), 'hosts')
-        from gpu_nova_ext.simulate import novalike
-        writer = novalike.ObjectWriter(self.placement.conf)
+        from gpu_nova_ext.simulate import compute_providers
+        writer = compute_providers.ObjectWriter(self.placement.conf)
         try:
             for spec in specs:
                 host = sim_host.SimulatedHost(spec, workdir, endpoint)

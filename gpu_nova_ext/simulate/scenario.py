@@ -16,7 +16,8 @@ Everything that can be checked without Nova is checked here, before any
 service starts: unknown keys, types, host XML that does not parse, GPUs
 that the host XML does not have, boots of unknown flavors, events on
 unknown hosts or GPUs.  What needs Nova (extra spec values, nova.conf
-options, PCI aliases) is checked by :mod:`gpu_nova_ext.simulate.nova_env`,
+options, PCI aliases) is checked by :mod:`gpu_nova_ext.simulate.nova_config`
+and :mod:`gpu_nova_ext.simulate.nova_flavors`,
 also before the first boot.  Every problem is a
 :class:`gpu_nova_ext.exception.ScenarioError` naming the file, the entry
 and the fix.

@@ -18,7 +18,7 @@ import testtools
 from gpu_nova_ext import exception
 from gpu_nova_ext.operator import scale_settings
 from gpu_nova_ext.simulate import embedded
-from gpu_nova_ext.simulate import nova_env
+from gpu_nova_ext.simulate import nova_config
 from gpu_nova_ext.simulate import scenario as scn
 from gpu_nova_ext.tests.unit.simulate import test_scenario
 
@@ -69,7 +69,7 @@ class TestPlacementConf(testtools.TestCase):
     def test_nova_limit_follows(self):
         for value, limit in ((None, scale_settings.CANDIDATES),
                              ('stock', 1000)):
-            novaconf = nova_env.NovaConfig(_load(value))
+            novaconf = nova_config.NovaConfig(_load(value))
             novaconf.apply()
             try:
                 self.assertEqual(
