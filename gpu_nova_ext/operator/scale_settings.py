@@ -25,10 +25,12 @@ What we recommend (measured with ``tools/bench-placement-settings``;
 doc/source/tuning.rst has the matrix):
 
 * ``[placement] allocation_candidates_generation_strategy = breadth-first``
-  with ``max_allocation_candidates`` = :data:`CANDIDATES`: Placement stops
+  with ``max_allocation_candidates`` = :func:`candidates` (the number of
+  GPU compute hosts, at least :data:`CANDIDATES`): Placement stops
   generating at that many candidates, taking one from each viable host
-  before a second from any, so every viable host is offered (up to that
-  many hosts) and the cost of a request is bounded;
+  before a second from any, so every viable host is offered and the cost
+  of a request is bounded (about a millisecond per candidate of a
+  multi-GPU request, measured);
 * ``[workarounds] optimize_for_wide_provider_trees = True``: multi-GPU
   requests on hosts of many GPU providers are generated without trying
   combinations that do not fit;
@@ -41,10 +43,16 @@ Both are option names of the installed Nova (34) and openstack-placement
 these unless a scenario says ``placement_conf: stock``.
 """
 
-#: max_allocation_candidates and max_placement_results: at least the
-#: number of compute hosts that may offer a GPU (every viable host is
-#: offered once before any host twice), and a bound on a request's cost.
-CANDIDATES = 10000
+#: max_allocation_candidates and max_placement_results on clouds of up to
+#: this many GPU compute hosts (Nova's stock limit); above, the host count
+#: (every viable host is offered once before any host twice).
+CANDIDATES = 1000
+
+
+def candidates(gpu_hosts: int = 0) -> int:
+    """The cap we recommend for a cloud of ``gpu_hosts`` GPU hosts."""
+    return max(CANDIDATES, int(gpu_hosts))
+
 
 #: ``{(group, option): value}`` of placement.conf.
 PLACEMENT = {
@@ -63,18 +71,20 @@ WHY = {
         'Stop generating allocation candidates at this many: bounds the '
         'cost of a GET /allocation_candidates on wide GPU trees. With '
         'breadth-first every viable host is offered once before any host '
-        'twice, so keep it at least the number of GPU compute hosts.'),
+        'twice, so keep it at least the number of GPU compute hosts '
+        '(%d or that number, whichever is larger).' % CANDIDATES),
     ('placement', 'allocation_candidates_generation_strategy'): (
-        'Round-robin over hosts: with the cap above, the candidates cover '
-        'all viable hosts instead of the first ones found, so a packing or '
-        'spreading weigher sees every host.'),
+        'Round-robin over hosts: with max_allocation_candidates, the '
+        'candidates cover all viable hosts instead of the first ones '
+        'found, so a packing or spreading weigher sees every host.'),
     ('workarounds', 'optimize_for_wide_provider_trees'): (
         'Multi-GPU flavors on hosts with many GPU providers: skip '
         'combinations that exceed capacity while generating them.'),
     ('scheduler', 'max_placement_results'): (
-        'The same number as Placement\'s max_allocation_candidates: '
-        'Placement cuts its list to this limit in an order unrelated to '
-        'load, so a smaller limit drops the hosts packing wants.'),
+        'The same number as Placement\'s max_allocation_candidates (at '
+        'least the number of GPU compute hosts): Placement cuts its list '
+        'to this limit in an order unrelated to load, so a smaller limit '
+        'drops the hosts packing wants.'),
 }
 
 

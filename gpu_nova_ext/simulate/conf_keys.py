@@ -71,18 +71,27 @@ def placement_opts() -> cfg.ConfigOpts:
     return conf
 
 
-def placement_conf(check: checks.Checker, value: Any
+def recommended(hosts: int) -> dict[tuple[str, str], Any]:
+    """The recommended Placement options for a cloud of ``hosts``."""
+    out = dict(scale_settings.PLACEMENT)
+    out[('placement', 'max_allocation_candidates')] = (
+        scale_settings.candidates(hosts))
+    return out
+
+
+def placement_conf(check: checks.Checker, value: Any, hosts: int = 0
                    ) -> tuple[dict[tuple[str, str], Any], bool]:
     """``(options, recommended)`` of ``placement_conf:``.
 
     ``options`` is ``{(group, option): value}`` for the embedded
     Placement; ``recommended`` says whether the simulator's defaults are
-    the recommended settings (False for ``stock``).
+    the recommended settings for a cloud of ``hosts`` (False for
+    ``stock``).
     """
     if value == STOCK:
         return {}, False
     if value is None:
-        return dict(scale_settings.PLACEMENT), True
+        return recommended(hosts), True
     if isinstance(value, str):
         raise check.fail('placement_conf', 'expected %r or a mapping of '
                          '{group: {option: value}} (groups: %s)'
@@ -94,7 +103,7 @@ def placement_conf(check: checks.Checker, value: Any
     conf.set_override('connection', 'sqlite://', group='placement_database')
     conf([], project='placement', default_config_files=[],
          default_config_dirs=[])
-    out = dict(scale_settings.PLACEMENT)
+    out = recommended(hosts)
     for group, opts in value.items():
         entry = 'placement_conf.%s' % group
         opts = check.mapping(opts, entry)

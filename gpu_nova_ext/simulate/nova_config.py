@@ -27,7 +27,6 @@ import warnings
 from oslo_config import cfg
 
 from gpu_nova_ext import conf as gconf
-from gpu_nova_ext.operator import scale_settings
 from gpu_nova_ext.simulate import scenario as scn
 
 NOVA_FILTERS = 'nova.scheduler.filters.all_filters'
@@ -68,8 +67,9 @@ class NovaConfig:
     * ``[gpu_scheduler] state_listener = False``: the simulator feeds the
       state cache through its own ``fake://`` state server;
     * ``[scheduler] max_placement_results``: what we recommend
-      (:mod:`gpu_nova_ext.operator.scale_settings`) unless the scenario
-      says ``placement_conf: stock``.
+      (:mod:`gpu_nova_ext.operator.scale_settings`): Placement's
+      ``max_allocation_candidates``, unless the scenario says
+      ``placement_conf: stock``.
     """
 
     def __init__(self, scenario: scn.Scenario,
@@ -100,10 +100,14 @@ class NovaConfig:
             'gpu_scheduler': {'state_listener': False},
         }
         if getattr(self.scenario, 'recommended', True):
-            # what operator/scale_settings.py recommends (placement_conf:
-            # stock leaves Nova's stock limit)
-            for (group, name), value in scale_settings.NOVA.items():
-                defaults.setdefault(group, {})[name] = value
+            # what operator/scale_settings.py recommends: Nova's limit is
+            # Placement's cap (placement_conf: stock leaves Nova's stock
+            # limit)
+            cap = self.scenario.placement_conf.get(
+                ('placement', 'max_allocation_candidates'), -1)
+            if cap > 0:
+                defaults.setdefault('scheduler', {})[
+                    'max_placement_results'] = cap
         for group, opts in defaults.items():
             for name, value in opts.items():
                 self._set(name, value, group)

@@ -218,7 +218,8 @@ def from_dict(data: Any, path: str) -> Scenario:
     scenario.agent_conf = conf_keys.agent_conf(
         check, data.get('agent_conf') or {})
     scenario.placement_conf, scenario.recommended = (
-        conf_keys.placement_conf(check, data.get('placement_conf')))
+        conf_keys.placement_conf(check, data.get('placement_conf'),
+                                 len(hosts)))
     if data.get('remediation') is not None:
         scenario.remediation = remediation_spec.parse(
             check, data['remediation'])

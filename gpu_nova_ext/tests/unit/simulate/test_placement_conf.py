@@ -17,6 +17,8 @@ import testtools
 
 from gpu_nova_ext import exception
 from gpu_nova_ext.operator import scale_settings
+from gpu_nova_ext.simulate import checks
+from gpu_nova_ext.simulate import conf_keys
 from gpu_nova_ext.simulate import embedded
 from gpu_nova_ext.simulate import nova_config
 from gpu_nova_ext.simulate import scenario as scn
@@ -37,10 +39,21 @@ class TestPlacementConf(testtools.TestCase):
     def test_absent_is_what_we_recommend(self):
         s = _load(absent=True)
         self.assertTrue(s.recommended)
-        self.assertEqual(scale_settings.PLACEMENT, s.placement_conf)
+        self.assertEqual(dict(scale_settings.PLACEMENT),
+                         s.placement_conf)
+        # the base scenario is small: Nova's stock limit is the cap
+        self.assertEqual(1000, s.placement_conf[
+            ('placement', 'max_allocation_candidates')])
         self.assertEqual(
             'breadth-first', s.placement_conf[
                 ('placement', 'allocation_candidates_generation_strategy')])
+
+    def test_cap_is_at_least_the_host_count(self):
+        check = checks.Checker(PATH)
+        for hosts, cap in ((10, 1000), (1000, 1000), (2000, 2000)):
+            options, _ = conf_keys.placement_conf(check, None, hosts)
+            self.assertEqual(cap, options[
+                ('placement', 'max_allocation_candidates')])
 
     def test_stock_is_one_key_away(self):
         s = _load('stock')
