@@ -52,7 +52,13 @@ def register(subparsers) -> None:
         help='Do not report PCI devices in Placement (legacy PCI tracking).')
     parser.add_argument(
         '--no-scheduler', dest='scheduler', action='store_false',
-        help='Leave out the [filter_scheduler] section.')
+        help='Leave out the [filter_scheduler] and [scheduler] sections.')
+    parser.add_argument(
+        '--placement-conf', action='store_true',
+        help='Write the placement.conf drop-in we recommend instead '
+             '(breadth-first allocation candidates with a cap, the wide '
+             'provider tree workaround; for every Placement API server), '
+             'each option with a comment saying why.  Discovers nothing.')
     parser.add_argument(
         '--max-instances', action='store_true',
         help='Also write [mdev_<type>] max_instances: the sum of the '
@@ -107,6 +113,16 @@ def write_file(path: str, text: str) -> None:
 def run(args: argparse.Namespace, conf: cfg.ConfigOpts) -> int:
     from gpu_nova_ext.inventory import manager
 
+    if args.placement_conf:
+        from gpu_nova_ext.operator import scale_settings
+        text = scale_settings.placement_conf()
+        if not args.output or args.output == '-':
+            sys.stdout.write(text)
+        else:
+            write_file(args.output, text)
+            print('Wrote %s (Placement settings).' % args.output,
+                  file=sys.stderr)
+        return 0
     if args.libvirt_uri:
         conf.set_override('libvirt_uri', args.libvirt_uri, group='agent')
     from gpu_nova_ext.agent import mig_layout

@@ -15,11 +15,13 @@
 Plays a scenario (the shipped one without an argument) on an embedded
 Placement with Nova's scheduler code and our plugins, and prints where each
 server landed and why.  ``--compare`` plays it once per policy, side by
-side; ``--plot`` draws GPU allocation against arrived load.  Progress goes
+side, the policies in parallel processes (as many as the CPUs this process
+may use); ``--plot`` draws GPU allocation against arrived load.  Progress goes
 to stderr (a tqdm bar for long runs), the result to stdout.
 """
 import importlib.util
 import logging as std_logging
+import os
 import sys
 import warnings
 
@@ -47,10 +49,12 @@ def register(subparsers):
     parser.add_argument(
         '--compare', nargs='+', metavar='NAME[=FILE_OR_OVERRIDES]',
         help='Run the scenario once per policy (same hosts, steps, workload '
-             'and seed) and compare them.  Presets: %s ("nova": Nova\'s own '
-             'filters and weighers without ours); NAME=FILE (a YAML '
-             'nova_conf fragment) or NAME=group.option=value,...'
-             % ', '.join(policies.PRESETS))
+             'and seed) and compare them.  Presets: %s; NAME=FILE (a YAML '
+             'nova_conf fragment) or NAME=group.option=value,...  Every '
+             'placement is checked against its flavor\'s gpu: extra specs: '
+             'a server on a GPU they do not allow is counted as misplaced.'
+             % '; '.join('%s: %s' % (name, policies.DESCRIPTIONS[name])
+                         for name in policies.PRESETS))
     parser.add_argument(
         '--plot', metavar='FILE.png',
         help='Draw GPU allocation rate against arrived load, one line per '
@@ -128,10 +132,44 @@ def _policies(args, scenario) -> list[tuple[str | None, scn.Scenario]]:
     return out
 
 
+def _cores() -> int:
+    """The CPUs this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:          # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _run_policy(name, variant, bar=None):
+    """One policy's run (in this process or a worker)."""
+    from gpu_nova_ext.simulate import runner
+    progress = _progress if name is None else (
+        lambda line: _progress('%s: %s' % (name, line)))
+    return runner.Simulation(variant, progress, bar, name=name).run()
+
+
+def _run_parallel(variants, workers: int) -> list:
+    """``--compare``'s policies in worker processes, results in order.
+
+    Each policy is a separate simulation (its own embedded Placement, whose
+    database and policy enforcer are process globals), so processes, not
+    threads; forked, they inherit the loaded Nova and the logging set-up.
+    Progress lines keep their policy prefix; no progress bars.
+    """
+    from concurrent import futures
+    import multiprocessing
+    ctx = multiprocessing.get_context('fork')
+    with futures.ProcessPoolExecutor(max_workers=workers,
+                                     mp_context=ctx) as pool:
+        jobs = [pool.submit(_run_policy, name, variant)
+                for name, variant in variants]
+        return [job.result() for job in jobs]
+
+
 def _simulate(args) -> int:
     # imported here: Nova and Placement load in about a second
     from gpu_nova_ext.simulate import output
-    from gpu_nova_ext.simulate import runner
+    from gpu_nova_ext.simulate import runner  # noqa: F401 (before a fork)
 
     if args.plot:
         try:
@@ -144,12 +182,15 @@ def _simulate(args) -> int:
     _progress('scenario %s: %d hosts, %d flavors, %d steps%s' % (
         scenario.path, len(scenario.hosts), len(scenario.flavors),
         len(scenario.steps), ', a workload' if scenario.workload else ''))
-    results = []
-    for name, variant in _policies(args, scenario):
-        progress = _progress if name is None else (
-            lambda line, name=name: _progress('%s: %s' % (name, line)))
-        results.append(runner.Simulation(variant, progress, _bar,
-                                         name=name).run())
+    variants = _policies(args, scenario)
+    workers = min(len(variants), _cores())
+    if workers > 1:
+        _progress('%d policies in %d parallel processes' % (
+            len(variants), workers))
+        results = _run_parallel(variants, workers)
+    else:
+        results = [_run_policy(name, variant, _bar)
+                   for name, variant in variants]
     if args.format == 'json':
         print(output.to_json(results))
     elif args.format == 'csv':

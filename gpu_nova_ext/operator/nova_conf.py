@@ -36,7 +36,9 @@ GPU, how Nova offers it and writes the options Nova needs for that:
 * The scheduler side: ``[filter_scheduler]`` ``available_filters``,
   ``enabled_filters`` (Nova's defaults, ``PciPassthroughFilter`` and ours),
   ``weight_classes`` and ``pci_in_placement``, plus ``[pci]
-  report_in_placement``.
+  report_in_placement``, and ``[scheduler] max_placement_results`` as
+  :mod:`gpu_nova_ext.operator.scale_settings` recommends (with a comment
+  saying why; ``nova-conf --placement-conf`` writes Placement's part).
 
 Nova reads ``[pci] alias`` on nova-api and nova-scheduler too, so the same
 drop-in (or its ``[pci] alias`` and ``[filter_scheduler]`` part) belongs on
@@ -49,6 +51,7 @@ from gpu_nova_ext.inventory import base
 from gpu_nova_ext import naming
 from gpu_nova_ext.operator import nova_conf_mig
 from gpu_nova_ext.operator import resource_classes
+from gpu_nova_ext.operator import scale_settings
 from gpu_nova_ext.placement import translation
 
 #: Nova 34's default ``[filter_scheduler] enabled_filters``.
@@ -153,9 +156,15 @@ class DropIn:
     sections: dict[str, list[tuple[str, str]]] = dataclasses.field(
         default_factory=dict)
     notes: list[str] = dataclasses.field(default_factory=list)
+    #: ``(section, option)`` -> why, written as a comment above it
+    why: dict[tuple[str, str], str] = dataclasses.field(
+        default_factory=dict)
 
-    def add(self, section: str, option: str, value: str) -> None:
+    def add(self, section: str, option: str, value: str,
+            why: str | None = None) -> None:
         self.sections.setdefault(section, []).append((option, value))
+        if why:
+            self.why[(section, option)] = why
 
     def values(self, section: str, option: str) -> list[str]:
         return [v for o, v in self.sections.get(section, []) if o == option]
@@ -173,6 +182,9 @@ class DropIn:
             lines.append('')
             lines.append('[%s]' % section)
             for option, value in pairs:
+                why = self.why.get((section, option))
+                if why:
+                    lines += scale_settings.comment(why)
                 lines.append('%s = %s' % (option, value))
         return '\n'.join(lines) + '\n'
 
@@ -384,6 +396,10 @@ def scheduler_section(drop: DropIn, opts: GeneratorOptions,
     drop.add('filter_scheduler', 'weight_classes', ','.join(WEIGHT_CLASSES))
     drop.add('filter_scheduler', 'pci_in_placement',
              str(opts.pci_in_placement))
+    for (section, option), value in scale_settings.NOVA.items():
+        drop.add(section, option, str(value),
+                 why=scale_settings.WHY[(section, option)] + ' (%s)' % (
+                     scale_settings.PLACEMENT_HINT))
 
 
 def generate(inventory: base.HostInventory,

@@ -18,7 +18,10 @@ flavors and a sequence of boots and events.  The runner
 (:mod:`gpu_nova_ext.simulate.runner`) plays it against real parts: an
 embedded openstack-placement, one real agent cycle per host, the GPU state
 channel over oslo.messaging's ``fake://`` transport, and Nova's own request
-spec, Placement query, HostState, filter and weight handler code
-(:mod:`gpu_nova_ext.simulate.nova_env`).  :mod:`gpu_nova_ext.simulate.output`
-prints the result as tables or JSON.
+spec, Placement query, HostState, filter and weight handler code, one
+module per job: :mod:`.nova_config` (Nova's CONF), :mod:`.nova_flavors`,
+:mod:`.nova_request` (RequestSpec and Placement query),
+:mod:`.nova_host_states`, :mod:`.nova_claims` (report client, claim) and
+:mod:`.nova_filter_handlers`.  :mod:`gpu_nova_ext.simulate.output` prints
+the result as tables or JSON.
 """

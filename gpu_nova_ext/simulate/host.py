@@ -217,20 +217,21 @@ class SimulatedHost:
         """Providers as nova-compute's libvirt driver creates them."""
         import os_traits
 
-        from gpu_nova_ext.simulate import novalike
+        from gpu_nova_ext.simulate import compute_providers
         spec = self.spec
-        self.root_uuid = novalike.create_compute_node(
+        self.root_uuid = compute_providers.create_compute_node(
             client, self.nodename, vcpus=spec.vcpus,
             memory_mb=spec.memory_mb, disk_gb=spec.disk_gb,
             cpu_allocation_ratio=spec.cpu_allocation_ratio,
             reserved_host_memory_mb=0,
-            traits=tuple(novalike.COMPUTE_TRAITS) + (os_traits.OWNER_NOVA,))
+            traits=(tuple(compute_providers.COMPUTE_TRAITS) +
+                    (os_traits.OWNER_NOVA,)))
         if spec.nova_gpu_mode == 'vgpu':
             for address, mdev_type in sorted(self.offered.items()):
                 total = next(t['available'] for t in self._mdev_types(address)
                              if t['id'] == mdev_type)
                 rc = spec.vgpu_resource_class or 'VGPU'
-                rp = novalike.create_pgpu_provider(
+                rp = compute_providers.create_pgpu_provider(
                     client, self.nodename, self.root_uuid, address, total,
                     resource_class=rc)
                 self.providers[rp] = (address, rc, total)
@@ -241,9 +242,10 @@ class SimulatedHost:
                 if not func.is_gpu or func.vendor_id not in (
                         naming.VENDOR_IDS):
                     continue
-                rc = spec.pci_resource_class or novalike.pci_resource_class(
-                    func.vendor_id, func.product_id)
-                rp = novalike.create_pci_provider(
+                rc = (spec.pci_resource_class or
+                      compute_providers.pci_resource_class(
+                          func.vendor_id, func.product_id))
+                rp = compute_providers.create_pci_provider(
                     client, self.nodename, self.root_uuid, func.address,
                     vendor_id=func.vendor_id, product_id=func.product_id,
                     resource_class=rc, traits=spec.pci_traits)

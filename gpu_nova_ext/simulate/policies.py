@@ -16,7 +16,8 @@ A policy is the scenario with some nova.conf options changed:
 
 * a preset by name: ``pack`` (fill GPUs and hosts first), ``spread``
   (spread GPU servers over hosts and GPUs) and ``nova`` (Nova's own
-  filters and weighers, without ours);
+  filters and weighers, without ours: see :data:`DESCRIPTIONS` for what
+  it cannot honour);
 * ``NAME=FILE``: a YAML file shaped like the scenario's ``nova_conf:``
   (``{group: {option: value}}``);
 * ``NAME=group.option=value,group.option=value``: the same inline, each
@@ -37,6 +38,18 @@ PRESETS = {
     'spread': {'gpu_weights': {'packing_weight_multiplier': 10.0},
                'gpu_scheduler': {'intra_host_policy': 'spread'}},
     'nova': {},
+}
+#: What each preset does, and cannot do (``--help``, the docs).
+DESCRIPTIONS = {
+    'pack': 'fill GPUs and hosts first (packing weigher negative, '
+            'intra_host_policy pack)',
+    'spread': 'spread GPU servers over hosts and GPUs (packing weigher '
+              'positive, intra_host_policy spread)',
+    'nova': 'Nova\'s own filters and weighers, without ours: it cannot '
+            'honour gpu: extra specs (model, vendor, mode, vGPU type, '
+            'memory, CUDA capability, driver, health), so a flavor whose '
+            'resource class several GPU models share may land on the wrong '
+            'model; such servers are counted as misplaced, not placed',
 }
 #: The preset that runs without our filters and weighers.
 NOVA_ONLY = 'nova'

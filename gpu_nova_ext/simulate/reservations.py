@@ -42,6 +42,7 @@ from typing import Any
 
 from gpu_nova_ext.operator import reservation as op
 from gpu_nova_ext.operator import reservation_hosts as op_hosts
+from gpu_nova_ext.simulate import identity
 
 KEYS = ('project', 'host', 'gpu')
 HOST_FILTER = op.HOST_FILTER
@@ -138,7 +139,6 @@ def summary(result) -> list[dict]:
 
     A server remediation moved counts where its last move took it.
     """
-    from gpu_nova_ext.simulate import nova_env
     scenario = result.scenario
     # where remediation moved a server (its last move), else where it booted
     moved = {m.server: (m.to_host, m.to_gpus) for m in result.moves or ()
@@ -153,7 +153,7 @@ def summary(result) -> list[dict]:
         for server in result.servers:
             if server.error:
                 continue
-            project = server.project or nova_env.PROJECT_ID
+            project = server.project or identity.PROJECT_ID
             mine = project == r.project
             host, gpus = moved.get(server.server,
                                    (server.host, server.gpus))

@@ -23,7 +23,7 @@ Phases (each reported through the ``progress`` callback):
    by nova-api's validators, the scheduler's GPU state cache on the
    simulated clock.
 3. **hosts**: per host, the providers nova-compute would create
-   (:mod:`gpu_nova_ext.simulate.novalike`), then one real agent cycle
+   (:mod:`gpu_nova_ext.simulate.compute_providers`), then one real agent cycle
    (:mod:`gpu_nova_ext.simulate.host`) whose state messages (protocol 1.1,
    from the agent's own publisher) go into the state cache through its
    ingestion path (``cache.update``), as the state channel's endpoint
@@ -49,14 +49,18 @@ from typing import Any
 
 from oslo_log import log as logging
 
+from gpu_nova_ext.agent import payload as agent_payload
 from gpu_nova_ext.simulate import agent_health
 from gpu_nova_ext.simulate import clock
 from gpu_nova_ext.simulate import conf_keys
-from gpu_nova_ext.simulate import flows
 from gpu_nova_ext.simulate import host as sim_host
+from gpu_nova_ext.simulate import identity
 from gpu_nova_ext.simulate import metrics
-from gpu_nova_ext.simulate import nova_env
-from gpu_nova_ext.simulate import nova_handlers
+from gpu_nova_ext.simulate import misplaced
+from gpu_nova_ext.simulate import nova_claims
+from gpu_nova_ext.simulate import nova_config
+from gpu_nova_ext.simulate import nova_filter_handlers
+from gpu_nova_ext.simulate import nova_flavors
 from gpu_nova_ext.simulate import quotas as sim_quotas
 from gpu_nova_ext.simulate import remediation
 from gpu_nova_ext.simulate import reservations as sim_reservations
@@ -76,8 +80,12 @@ HOST_LINES_MAX = 50
 SimClock = clock.SimClock
 
 
-class Simulation(flows.HealthFlow):
+class Simulation:
     """Runs one scenario; :meth:`run` returns a :class:`res.Result`.
+
+    Set-up, boots and deletes, and the events, health verdicts and
+    remediation's moves of a run (remediation's Controller calls
+    :meth:`server_names` and :meth:`relocated`): one class, one module.
 
     :param bar: ``bar(total, desc)`` returns a progress bar object with
         ``update(n)`` and ``close()`` (tqdm), or None for none.
@@ -107,29 +115,32 @@ class Simulation(flows.HealthFlow):
     def _live_servers(self, project_id: str) -> int:
         """The project's servers now (Nova counts instance mappings)."""
         return sum(1 for name in self._servers
-                   if self.projects.get(name, nova_env.PROJECT_ID)
+                   if self.projects.get(name, identity.PROJECT_ID)
                    == project_id)
 
     def run(self) -> res.Result:
         start = time.monotonic()
         result = res.Result(scenario=self.scenario, policy=self.name)
         workdir = tempfile.mkdtemp(prefix='gpu-nova-ext-simulate-')
-        novaconf = nova_env.NovaConfig(self.scenario)
+        novaconf = nova_config.NovaConfig(
+            self.scenario, sim_reservations.extra_filters(self.scenario))
         placement = None
         cache = None
         try:
             novaconf.apply()
-            nova_env.check_flavors(self.scenario)
-            scheduler = nova_handlers.load_scheduler(self.scenario,
-                                                     novaconf.conf)
+            nova_flavors.check_flavors(self.scenario)
+            scheduler = nova_filter_handlers.load_scheduler(self.scenario,
+                                                            novaconf.conf)
             from gpu_nova_ext.simulate import embedded
             # an in-memory database: one connection, no file I/O
-            placement = embedded.EmbeddedPlacement(thread_yield=False)
+            placement = embedded.EmbeddedPlacement(
+                thread_yield=False, options=self.scenario.placement_conf)
             endpoint = placement.mount_endpoint()
             self.placement = placement
             self.progress('placement: openstack-placement in process '
-                          '(%s)' % endpoint)
+                          '(%s); %s' % (endpoint, self._settings(novaconf)))
             cache = self._cache = self._make_cache(novaconf.conf)
+            self.checker = misplaced.Checker()
             self.progress('nova: %d filters, %d weighers; state cache on '
                           'the simulated clock (state_ttl %.0f s)' % (
                               len(scheduler.filters),
@@ -141,7 +152,7 @@ class Simulation(flows.HealthFlow):
             self.meter = metrics.Meter(self.scenario, self.hosts)
             self.sched = scheduling.Scheduling(
                 self.scenario, scheduler, self.hosts, cache,
-                nova_env.report_client(endpoint, mount=placement.mount))
+                nova_claims.report_client(endpoint, mount=placement.mount))
             if self.scenario.quotas:
                 quotas = sim_quotas.Quotas(
                     self.scenario, novaconf, self.sched.client,
@@ -161,6 +172,9 @@ class Simulation(flows.HealthFlow):
             t0, c0 = time.monotonic(), time.process_time()
             result.occupancy = self._occupancy(cache)
             result.summary = self.meter.summary(result)
+            warning = misplaced.warning(None, result.servers)
+            if warning:
+                self.progress(warning)
             result.timings['occupancy'] = time.monotonic() - t0
             result.cpu['occupancy'] = time.process_time() - c0
         finally:
@@ -186,6 +200,19 @@ class Simulation(flows.HealthFlow):
 
     # -- set-up ------------------------------------------------------------
 
+    def _settings(self, novaconf) -> str:
+        """The candidate settings in a line: stock or recommended."""
+        conf = self.placement.conf
+        return ('%s settings: [placement] max_allocation_candidates %d, '
+                'allocation_candidates_generation_strategy %s, '
+                '[workarounds] optimize_for_wide_provider_trees %s; nova '
+                '[scheduler] max_placement_results %d' % (
+                    'recommended' if self.scenario.recommended else 'stock',
+                    conf.placement.max_allocation_candidates,
+                    conf.placement.allocation_candidates_generation_strategy,
+                    conf.workarounds.optimize_for_wide_provider_trees,
+                    novaconf.conf.scheduler.max_placement_results))
+
     def _make_cache(self, conf):
         """The scheduler's state cache, on the simulated clock.
 
@@ -205,8 +232,8 @@ class Simulation(flows.HealthFlow):
         lines = len(specs) <= HOST_LINES_MAX
         bar = None if lines or self.bar is None else self.bar(
             len(specs), 'hosts')
-        from gpu_nova_ext.simulate import novalike
-        writer = novalike.ObjectWriter(self.placement.conf)
+        from gpu_nova_ext.simulate import compute_providers
+        writer = compute_providers.ObjectWriter(self.placement.conf)
         try:
             for spec in specs:
                 host = sim_host.SimulatedHost(spec, workdir, endpoint)
@@ -353,6 +380,10 @@ class Simulation(flows.HealthFlow):
             self.progress('boot %s (%s): %s' % (server.server, server.flavor,
                                                 server.error))
             return server
+        server.misplaced = self.checker.check(flavor, host.payload,
+                                              server.gpus)
+        if server.misplaced:
+            self.meter.misplaced.add(instance_uuid)
         self.meter.consumed(host, instance_uuid, +1)
         result.curve.append(self.meter.point())
         host.cycle(self.clock.wall())
@@ -362,9 +393,11 @@ class Simulation(flows.HealthFlow):
         if lifetime:
             self._expiry.setdefault(self.step_no + lifetime, []).append(
                 server.server)
-        self.progress('boot %s (%s): %s %s' % (
+        self.progress('boot %s (%s): %s %s%s' % (
             server.server, server.flavor, server.host,
-            ','.join(server.gpus) or '-'))
+            ','.join(server.gpus) or '-',
+            ' MISPLACED: %s' % server.misplaced if server.misplaced
+            else ''))
         return server
 
     def _delete_matching(self, result, cache, step: st.Delete) -> None:
@@ -388,12 +421,114 @@ class Simulation(flows.HealthFlow):
         self.projects.pop(name, None)
         host = self.hosts[host_name]
         self.meter.consumed(host, instance_uuid, -1)
+        self.meter.misplaced.discard(instance_uuid)
         self.sched.delete(instance_uuid, host_name)
         host.release(instance_uuid)
         host.cycle(self.clock.wall())
         if host.agent_up:
             self._cast(cache, host)
         result.deleted += 1
+
+    # -- events, health and remediation's moves -----------------------
+
+    def _event(self, result, cache, step: st.Event) -> None:
+        host = self.hosts[step.host]
+        if step.agent is not None:
+            host.agent_up = step.agent == 'up'
+            if host.agent_up:
+                # a restarted agent: its message sequence starts afresh
+                host.publisher = agent_payload.Publisher()
+                host.cycle(self.clock.wall())
+                self._cast(cache, host)
+            what = 'agent %s' % step.agent
+        else:
+            old = self._health_of(host, step.gpu)
+            host.apply_event(step)
+            verdicts = []
+            if step.xids:
+                host.health.xid(step.gpu, step.xids)
+            if step.metrics or step.xids:
+                host.health.dirty = True
+                self._judging.add(host.name)
+                if host.agent_up:
+                    verdicts = host.health.sample(self.clock.now)
+            host.cycle(self.clock.wall())
+            if host.agent_up:
+                self._cast(cache, host)
+            what = ', '.join(
+                (['health -> %s' % step.health] if step.health else []) +
+                ['%s -> %s' % kv for kv in step.metrics.items()] +
+                ['XID %d' % x for x in step.xids])
+        result.events.append(res.EventResult(
+            host=step.host, gpu=step.gpu, health=step.health,
+            metrics=dict(step.metrics), step=step.index, what=what))
+        self.progress('event: %s %s%s' % (
+            step.host, step.gpu + ' ' if step.gpu else '', what))
+        if step.agent is None and host.agent_up:
+            if step.health and step.health != old[0]:
+                self._health_changed(host, step.gpu, old, (
+                    step.health, step.reasons))
+            self._verdicts(result, host, verdicts)
+
+    @staticmethod
+    def _health_of(host, gpu: str) -> tuple[str, list[str]]:
+        """What the host's agent last reported for ``gpu``."""
+        for entry in (host.payload or {}).get('gpus', []):
+            if entry.get('pci_address') == gpu:
+                health = entry.get('health') or {}
+                return (health.get('state', 'healthy'),
+                        list(health.get('reasons') or []))
+        return 'healthy', []
+
+    def _judge(self, result, cache, host) -> None:
+        """A sample of the host's GPUs; changed verdicts are cast at once."""
+        verdicts = host.health.sample(self.clock.now)
+        if not host.health.active():
+            self._judging.discard(host.name)
+        if verdicts:
+            host.cycle(self.clock.wall())
+            self._cast(cache, host)
+            self._verdicts(result, host, verdicts)
+
+    def _verdicts(self, result, host, verdicts) -> None:
+        for v in verdicts:
+            what = 'health -> %s (agent: %s)' % (
+                v.state, '; '.join(v.reasons) or 'no cause left')
+            result.events.append(res.EventResult(
+                host=host.name, gpu=v.key, health=v.state, metrics={},
+                step=self._index, what=what))
+            self.progress('agent %s: GPU %s %s' % (host.name, v.key, what))
+            self._health_changed(host, v.key, (v.old_state, v.old_reasons),
+                                 (v.state, v.reasons))
+
+    def _health_changed(self, host, gpu: str, old, new) -> None:
+        """The agent's ``gpu.health.update``, to remediation if on."""
+        if self.remediation is not None:
+            self.remediation.health_changed(remediation.health_payload(
+                host.name, gpu, host.facts.get(gpu, {}), old[0], new[0],
+                old[1], new[1]))
+
+    def server_names(self) -> dict[str, str]:
+        """Instance UUID -> server name of the servers that exist."""
+        return {uuid: name for name, (_, uuid) in self._servers.items()}
+
+    def relocated(self, name: str, instance_uuid: str, src, dest,
+                  allocations: dict) -> list[str]:
+        """A server moved: both hosts as nova-compute leaves them.
+
+        Returns the server's GPUs on ``dest``.
+        """
+        flavor = src.instances[instance_uuid].flavor
+        self.meter.consumed(src, instance_uuid, -1)
+        src.release(instance_uuid)
+        gpus = dest.consume(flavor, allocations, instance_uuid)
+        self.meter.consumed(dest, instance_uuid, +1)
+        self._servers[name] = (dest.name, instance_uuid)
+        for host in (src, dest):
+            host.cycle(self.clock.wall())
+            if host.agent_up:
+                self._cast(self._cache, host)
+        return gpus
 
     # -- results -----------------------------------------------------------
 

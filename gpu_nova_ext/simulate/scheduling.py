@@ -13,7 +13,8 @@
 """One boot through Nova's scheduling path, and one delete.
 
 What ``SchedulerManager._schedule`` does for a one-server request, with
-Nova's own code (:mod:`gpu_nova_ext.simulate.nova_env`): the request spec,
+Nova's own code (:mod:`.nova_request`, :mod:`.nova_host_states`,
+:mod:`.nova_claims`): the request spec,
 Nova's request filters, the Placement query (at most ``[scheduler]
 max_placement_results`` candidates, as Nova asks), a HostState per host
 Placement returned, the filter and weight handlers, the claim, and
@@ -27,7 +28,9 @@ import uuid
 
 from oslo_log import log as logging
 
-from gpu_nova_ext.simulate import nova_env
+from gpu_nova_ext.simulate import nova_claims
+from gpu_nova_ext.simulate import nova_host_states
+from gpu_nova_ext.simulate import nova_request
 from gpu_nova_ext.simulate import result as res
 from gpu_nova_ext.simulate import scenario as scn
 
@@ -44,8 +47,8 @@ class Scheduling:
         self.hosts = hosts
         self.cache = cache
         self.client = client
-        self.ctx = nova_env.admin_context()
-        self.aggregates = nova_env.aggregates(scenario)
+        self.ctx = nova_request.admin_context()
+        self.aggregates = nova_host_states.aggregates(scenario)
         self.by_root = {}
         self._states: dict[str, object] = {}
         #: hosts Placement offered for the last boot whose GPU state the
@@ -62,11 +65,11 @@ class Scheduling:
     def _state(self, host, candidates: list):
         state = self._states.get(host.name)
         if state is None:
-            compute = nova_env.compute_node(
+            compute = nova_host_states.compute_node(
                 host.spec, host.root_uuid, host.used, host.pci_pools)
-            state = self._states[host.name] = nova_env.host_state(
+            state = self._states[host.name] = nova_host_states.host_state(
                 compute, [], self.aggregates.get(host.name))
-        nova_env.set_candidates(state, candidates)
+        nova_host_states.set_candidates(state, candidates)
         return state
 
     def changed(self, host_name: str) -> None:
@@ -80,7 +83,7 @@ class Scheduling:
         ``server.error`` set.
         """
         instance_uuid = str(uuid.uuid4())
-        spec = nova_env.request_spec(self.ctx, flavor, instance_uuid)
+        spec = nova_request.request_spec(self.ctx, flavor, instance_uuid)
         if server.project:
             spec.project_id = server.project
         if self.quotas is not None:      # nova-api's, before scheduling
@@ -125,7 +128,7 @@ class Scheduling:
                                             migration_uuid):
             return None, None, ('Placement refused to move the allocations '
                                 'of %s to its migration' % instance_uuid)
-        spec = nova_env.request_spec(ctx, flavor, instance_uuid)
+        spec = nova_request.request_spec(ctx, flavor, instance_uuid)
         if project:                  # the server's own (reservations)
             spec.project_id = project
         if not (cold and self.scheduler.conf.allow_resize_to_same_host):
@@ -147,8 +150,8 @@ class Scheduling:
         (None, None, None, error).
         """
         ctx = self.ctx
-        nova_env.prefilter(ctx, spec)
-        resources = nova_env.resource_request(ctx, spec)
+        nova_request.prefilter(ctx, spec)
+        resources = nova_request.resource_request(ctx, spec)
         answer = self.client.get_allocation_candidates(ctx, resources)
         alloc_reqs, summaries, version = answer or (None, None, None)
         self.missing_state = []
@@ -185,8 +188,8 @@ class Scheduling:
             if not state.allocation_candidates:
                 continue
             alloc_req = state.allocation_candidates[0]
-            if nova_env.claim(ctx, self.client, spec, instance_uuid,
-                              alloc_req, version):
+            if nova_claims.claim(ctx, self.client, spec, instance_uuid,
+                                 alloc_req, version):
                 break
         else:
             return None, None, None, (

@@ -25,9 +25,11 @@ import nova.conf.pci
 import nova.conf.scheduler
 from oslo_config import cfg
 from oslotest import base
+from placement import conf as placement_conf
 import yaml
 
 from gpu_nova_ext.cmd import cli
+from gpu_nova_ext.operator import scale_settings
 
 SCENARIOS = os.path.join(os.path.dirname(__file__), '..', '..', '..',
                          'simulate', 'scenarios')
@@ -86,6 +88,34 @@ class TestNovaConfCommand(base.BaseTestCase):
         self.assertEqual(['gpu-h100-80gb-hbm3'],
                          [json.loads(a)['name'] for a in conf.pci.alias])
         self.assertIn('GpuModelFilter', conf.filter_scheduler.enabled_filters)
+        # what keeps packing right at scale, as Nova reads it
+        self.assertEqual(scale_settings.CANDIDATES,
+                         conf.scheduler.max_placement_results)
+        with open(os.path.join(self.tmp, 'cmp-h100-nova.conf')) as f:
+            text = f.read()
+        self.assertIn('# The same number as Placement\'s', text)
+
+    def test_placement_conf(self):
+        out = os.path.join(self.tmp, 'placement.conf')
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            rc = cli.main(['nova-conf', '--placement-conf', '--output',
+                           out])
+        self.assertEqual(0, rc, err.getvalue())
+        # read back with Placement's own option definitions
+        pconf = cfg.ConfigOpts()
+        placement_conf.register_opts(pconf)
+        pconf.set_override('connection', 'sqlite://',
+                           group='placement_database')
+        pconf(['--config-file', out], default_config_files=[],
+              default_config_dirs=[])
+        self.assertEqual(
+            ('breadth-first', scale_settings.CANDIDATES, True),
+            (pconf.placement.allocation_candidates_generation_strategy,
+             pconf.placement.max_allocation_candidates,
+             pconf.workarounds.optimize_for_wide_provider_trees))
+        with open(out) as f:
+            self.assertIn('# Round-robin over hosts', f.read())
 
     def test_vgpu_host_with_type_choice(self):
         conf = self._run('cmp-l4t4', '--no-scheduler',

@@ -24,8 +24,8 @@ from gpu_nova_ext import conf as gconf
 from gpu_nova_ext.inventory import base
 from gpu_nova_ext.placement import client as pclient
 from gpu_nova_ext.placement import reporter as preporter
+from gpu_nova_ext.simulate import compute_providers
 from gpu_nova_ext.simulate import embedded
-from gpu_nova_ext.simulate import novalike
 
 A100 = dict(vendor='nvidia', vendor_id='10de', product_id='20b5',
             model='A100_80GB_PCIE', memory_mib=81920, cuda_cc='8.0',
@@ -106,8 +106,8 @@ class PlacementTestCase(oslotest_base.BaseTestCase):
     def vgpu_host(self, count: int, nodename: str | None = None):
         """Root + one libvirt pGPU provider per GPU (8 vGPUs each)."""
         nodename = nodename or self.HOST
-        root = novalike.create_compute_node(self.nova, nodename)
-        pgpus = {a: novalike.create_pgpu_provider(
+        root = compute_providers.create_compute_node(self.nova, nodename)
+        pgpus = {a: compute_providers.create_pgpu_provider(
             self.nova, nodename, root, a, 8) for a in addresses(count)}
         return root, pgpus
 
@@ -115,9 +115,11 @@ class PlacementTestCase(oslotest_base.BaseTestCase):
                  first_bus: int = 0x3b):
         """Root + one PCI-in-Placement provider per GPU."""
         nodename = nodename or self.HOST
-        root = novalike.create_compute_node(self.nova, nodename)
-        pcis = {a: novalike.create_pci_provider(self.nova, nodename, root, a)
-                for a in addresses(count, first_bus)}
+        root = compute_providers.create_compute_node(self.nova, nodename)
+        pcis = {}
+        for a in addresses(count, first_bus):
+            pcis[a] = compute_providers.create_pci_provider(
+                self.nova, nodename, root, a)
         return root, pcis
 
     def traits(self, uuid: str) -> set[str]:

@@ -33,7 +33,7 @@ from gpu_nova_ext.agent import service
 from gpu_nova_ext.cmd import cli
 from gpu_nova_ext import exception
 from gpu_nova_ext import naming
-from gpu_nova_ext.simulate import novalike
+from gpu_nova_ext.simulate import compute_providers
 from gpu_nova_ext.tests.functional.placement import base
 
 
@@ -198,7 +198,7 @@ class TestCommands(base.PlacementTestCase):
                    'report_interval': '60', 'prometheus_port': '0'})
 
     def test_report_once(self):
-        root = novalike.create_compute_node(self.nova, self.HOST)
+        root = compute_providers.create_compute_node(self.nova, self.HOST)
 
         def report(*extra):
             out = io.StringIO()
@@ -233,7 +233,7 @@ class TestCommands(base.PlacementTestCase):
                       err.getvalue())
 
     def test_agent_daemon_signals(self):
-        root = novalike.create_compute_node(self.nova, self.HOST)
+        root = compute_providers.create_compute_node(self.nova, self.HOST)
         log_file = os.path.join(self.tmp, 'agent.log')
         proc = subprocess.Popen(
             [sys.executable, '-m', 'gpu_nova_ext.cmd.agent',

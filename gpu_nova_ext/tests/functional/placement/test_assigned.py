@@ -17,10 +17,10 @@ Requests are counted at the server (the embedded Placement's counter).
 import uuid
 
 from gpu_nova_ext.agent import payload as agent_payload
-from gpu_nova_ext.simulate import novalike
+from gpu_nova_ext.simulate import compute_providers
 from gpu_nova_ext.tests.functional.placement import base
 
-PCI_RC = novalike.pci_resource_class('10de', '20b5')
+PCI_RC = compute_providers.pci_resource_class('10de', '20b5')
 
 
 class TestAssigned(base.PlacementTestCase):
@@ -49,7 +49,7 @@ class TestAssigned(base.PlacementTestCase):
         root, pcis = self.pci_host(2)
         (a1, rp1), (a2, rp2) = pcis.items()
         consumer = str(uuid.uuid4())
-        novalike.claim(self.nova, consumer, {rp1: {PCI_RC: 1}})
+        compute_providers.claim(self.nova, consumer, {rp1: {PCI_RC: 1}})
         reporter = self.make_reporter()
         inv, _ = self.report(reporter, [a1, a2])
         self.assertIs(True, inv.gpu(a1).assigned)
@@ -69,21 +69,21 @@ class TestAssigned(base.PlacementTestCase):
 
         # deleting allocations does not move the provider's generation:
         # the next cycle still sees the GPU free
-        novalike.unclaim(self.nova, consumer)
+        compute_providers.unclaim(self.nova, consumer)
         inv, _ = self.report(reporter, [a1, a2])
         self.assertEqual(0, self.placement.writes, self.placement.write_log)
         self.assertEqual([False, False], [g.assigned for g in inv.gpus])
 
     def test_own_provider_in_inventory_mode(self):
         self.conf = self.make_conf(agent={'mode': 'inventory'})
-        novalike.create_compute_node(self.nova, self.HOST)
+        compute_providers.create_compute_node(self.nova, self.HOST)
         a1, a2 = base.addresses(2)
         reporter = self.make_reporter()
         inv, _ = self.report(reporter, [a1, a2])
         self.assertEqual([False, False], [g.assigned for g in inv.gpus])
-        novalike.claim(self.nova, str(uuid.uuid4()),
-                       {inv.gpu(a2).provider_uuids[0]:
-                        {'CUSTOM_GPU_A100_80GB_PCIE': 1}})
+        compute_providers.claim(self.nova, str(uuid.uuid4()),
+                                {inv.gpu(a2).provider_uuids[0]:
+                                 {'CUSTOM_GPU_A100_80GB_PCIE': 1}})
         inv, _ = self.report(reporter, [a1, a2])
         self.assertEqual(0, self.placement.writes, self.placement.write_log)
         self.assertEqual([False, True], [g.assigned for g in inv.gpus])
@@ -130,7 +130,8 @@ class TestAssigned(base.PlacementTestCase):
         self.placement.hooks.remove(down)
         self.placement.hooks.append(bad)
         claimed = inv.gpus[1].provider_uuids[0]
-        novalike.claim(self.nova, str(uuid.uuid4()), {claimed: {PCI_RC: 1}})
+        compute_providers.claim(self.nova, str(uuid.uuid4()),
+                                {claimed: {PCI_RC: 1}})
         inv, _ = self.report(self.make_reporter(), list(pcis))
         # an undocumented answer makes that GPU unknown, not the others
         self.assertEqual([None, True], [g.assigned for g in inv.gpus])

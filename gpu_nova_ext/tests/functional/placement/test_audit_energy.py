@@ -23,7 +23,7 @@ import fixtures
 
 from gpu_nova_ext.agent import exporter
 from gpu_nova_ext.cmd import cli
-from gpu_nova_ext.simulate import novalike
+from gpu_nova_ext.simulate import compute_providers
 from gpu_nova_ext.tests.functional.placement import base
 
 VM1 = '0c3a7f52-1d2e-4b8a-9f61-3e2d1c0b9a01'
@@ -36,7 +36,7 @@ class TestAuditEnergy(base.PlacementTestCase):
     def setUp(self):
         super().setUp()
         self.root, pgpus = self.vgpu_host(1)
-        novalike.claim(self.nova, VM1, {pgpus[base.addresses(1)[0]]: {
+        compute_providers.claim(self.nova, VM1, {pgpus[base.addresses(1)[0]]: {
             'VGPU': 1}}, project_id='proj-a')
         self.exporter = exporter.Exporter(self.HOST, '127.0.0.1', 0)
         self.exporter.start()

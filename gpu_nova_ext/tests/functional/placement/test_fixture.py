@@ -27,8 +27,8 @@ from wsgi_intercept import interceptor
 from gpu_nova_ext import naming
 from gpu_nova_ext.placement import client as pclient
 from gpu_nova_ext.placement import reporter as preporter
+from gpu_nova_ext.simulate import compute_providers
 from gpu_nova_ext.simulate import embedded
-from gpu_nova_ext.simulate import novalike
 from gpu_nova_ext.tests.functional.placement import base
 
 
@@ -53,11 +53,11 @@ class TestWithPlacementFixture(oslotest_base.BaseTestCase):
 
     def test_report_pgpu_and_pci_hosts(self):
         nova = pclient.PlacementClient(self.conf)
-        root = novalike.create_compute_node(nova, 'cmp-9')
-        pgpu = novalike.create_pgpu_provider(nova, 'cmp-9', root,
-                                             '0000:3b:00.0', 4)
-        pci = novalike.create_pci_provider(nova, 'cmp-9', root,
-                                           '0000:5e:00.0')
+        root = compute_providers.create_compute_node(nova, 'cmp-9')
+        pgpu = compute_providers.create_pgpu_provider(nova, 'cmp-9', root,
+                                                      '0000:3b:00.0', 4)
+        pci = compute_providers.create_pci_provider(nova, 'cmp-9', root,
+                                                    '0000:5e:00.0')
         inv = base.make_inventory('cmp-9', ['0000:3b:00.0'])
         inv.gpus += base.make_inventory('cmp-9', ['0000:5e:00.0'],
                                         mode='passthrough').gpus

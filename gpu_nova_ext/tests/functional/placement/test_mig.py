@@ -25,7 +25,7 @@ import pynvml
 from gpu_nova_ext.agent import service
 from gpu_nova_ext.cmd import cli
 from gpu_nova_ext.fakes import nvml as fake_nvml
-from gpu_nova_ext.simulate import novalike
+from gpu_nova_ext.simulate import compute_providers
 from gpu_nova_ext.tests.functional.placement import base
 
 LAYOUT = 'A100_80GB_PCIE:3g.40gb=2'
@@ -40,8 +40,9 @@ class TestMigLayouts(base.PlacementTestCase):
             fake_nvml.DeviceSpec('A100_80GB_PCIE', pci_address=a)
             for a in self.addrs]))
         self.root, self.pgpus = self.vgpu_host(2)
-        novalike.claim(self.nova, 'a0d3c3c8-8a8b-4d0e-9f3e-1b2c3d4e5f60',
-                       {self.pgpus[self.addrs[0]]: {'VGPU': 1}})
+        compute_providers.claim(
+            self.nova, 'a0d3c3c8-8a8b-4d0e-9f3e-1b2c3d4e5f60',
+            {self.pgpus[self.addrs[0]]: {'VGPU': 1}})
         self.conf = self.make_conf(
             agent={'libvirt_uri': 'test:///default',
                    'nova_config_file': '', 'nova_config_dir': ''},

@@ -21,7 +21,7 @@ import collections
 
 import fixtures
 
-from gpu_nova_ext.simulate import novalike
+from gpu_nova_ext.simulate import compute_providers
 from gpu_nova_ext.tests.functional.placement import base
 from gpu_nova_ext.tests.functional.placement import test_silent_placement
 
@@ -48,7 +48,7 @@ class TestReportCommand(base.PlacementTestCase):
             directory, self.placement.endpoint,
             DEFAULT={'transport_url': 'fake://'},
             placement={'max_conflict_retries': '1'})
-        self.root = novalike.create_compute_node(self.nova, self.HOST)
+        self.root = compute_providers.create_compute_node(self.nova, self.HOST)
 
     def test_persistent_conflicts_are_not_called_done(self):
         self.placement.hooks.append(always_conflict)

@@ -22,7 +22,7 @@ import fixtures
 
 from gpu_nova_ext import exception
 from gpu_nova_ext import naming
-from gpu_nova_ext.simulate import novalike
+from gpu_nova_ext.simulate import compute_providers
 from gpu_nova_ext.tests.functional.placement import base
 
 MODEL_TRAIT = 'CUSTOM_GPU_MODEL_A100_80GB_PCIE'
@@ -92,7 +92,7 @@ class TestAnnotate(base.PlacementTestCase):
         self.assertIn('cmp-1_0000:3B:00.0', names)
 
     def test_legacy_passthrough_gpus_describe_the_root(self):
-        root = novalike.create_compute_node(self.nova, self.HOST)
+        root = compute_providers.create_compute_node(self.nova, self.HOST)
         inv = base.make_inventory(self.HOST, base.addresses(2),
                                   mode='passthrough')
         self.make_reporter().report(inv)
@@ -102,10 +102,10 @@ class TestAnnotate(base.PlacementTestCase):
         self.assertEqual([], inv.gpus[0].provider_uuids)
 
     def test_vf_pgpu_providers_are_all_annotated(self):
-        root = novalike.create_compute_node(self.nova, self.HOST)
+        root = compute_providers.create_compute_node(self.nova, self.HOST)
         vfs = ['0000:3b:00.4', '0000:3b:00.5']
-        rps = [novalike.create_pgpu_provider(self.nova, self.HOST, root, vf,
-                                             1) for vf in vfs]
+        rps = [compute_providers.create_pgpu_provider(
+            self.nova, self.HOST, root, vf, 1) for vf in vfs]
         inv = base.make_inventory(self.HOST, ['0000:3b:00.0'])
         inv.gpus[0].vfs = vfs
         self.make_reporter().report(inv)
@@ -164,7 +164,8 @@ class TestAnnotate(base.PlacementTestCase):
         reporter = self.make_reporter()
         self.assertRaises(exception.ComputeNodeNotFound, reporter.report,
                           base.make_inventory(self.HOST, []))
-        root = novalike.create_compute_node(self.nova, 'cmp-1.example.org')
+        root = compute_providers.create_compute_node(self.nova,
+                                                     'cmp-1.example.org')
         result = reporter.report(base.make_inventory(self.HOST, []))
         self.assertEqual(root, result.root_provider_uuid)
         self.assertEqual('cmp-1.example.org', result.nodename)
@@ -324,7 +325,7 @@ class TestInventoryMode(base.PlacementTestCase):
         super().setUp()
         self.conf = self.make_conf(agent={
             'mode': 'inventory', 'reserved_gpus': '0000:3d:00.0'})
-        self.root = novalike.create_compute_node(self.nova, self.HOST)
+        self.root = compute_providers.create_compute_node(self.nova, self.HOST)
 
     def own(self, addr):
         return self.providers().get(naming.own_provider_name(self.HOST,
@@ -370,8 +371,8 @@ class TestInventoryMode(base.PlacementTestCase):
                                             mode='passthrough'))
         rp2 = self.own(a2)['uuid']
         consumer = str(uuid.uuid4())
-        novalike.claim(self.nova, consumer,
-                       {rp2: {'CUSTOM_GPU_A100_80GB_PCIE': 1}})
+        compute_providers.claim(self.nova, consumer,
+                                {rp2: {'CUSTOM_GPU_A100_80GB_PCIE': 1}})
         result = reporter.report(base.make_inventory(self.HOST, [a1, a2][:0],
                                                      mode='passthrough'))
         # a1: no allocations -> deleted; a2: allocated -> reserved + warned
@@ -385,7 +386,7 @@ class TestInventoryMode(base.PlacementTestCase):
         reporter.report(base.make_inventory(self.HOST, [],
                                             mode='passthrough'))
         self.assertEqual(0, self.placement.writes, self.placement.write_log)
-        novalike.unclaim(self.nova, consumer)
+        compute_providers.unclaim(self.nova, consumer)
         reporter.report(base.make_inventory(self.HOST, [],
                                             mode='passthrough'))
         self.assertIsNone(self.own(a2))
@@ -397,8 +398,8 @@ class TestInventoryMode(base.PlacementTestCase):
                                             mode='passthrough'))
         rp = self.own(a1)['uuid']
         consumer = str(uuid.uuid4())
-        novalike.claim(self.nova, consumer,
-                       {rp: {'CUSTOM_GPU_A100_80GB_PCIE': 1}})
+        compute_providers.claim(self.nova, consumer,
+                                {rp: {'CUSTOM_GPU_A100_80GB_PCIE': 1}})
         reporter.report(base.make_inventory(self.HOST, [a1],
                                             mode='passthrough',
                                             facts=base.L40S))
@@ -406,7 +407,7 @@ class TestInventoryMode(base.PlacementTestCase):
         self.assertEqual(1, invs['CUSTOM_GPU_A100_80GB_PCIE']['reserved'])
         self.assertEqual(1, invs['CUSTOM_GPU_L40S']['reserved'])
         self.assertIn('CUSTOM_GPU_MODEL_L40S', self.traits(rp))
-        novalike.unclaim(self.nova, consumer)
+        compute_providers.unclaim(self.nova, consumer)
         reporter.report(base.make_inventory(self.HOST, [a1],
                                             mode='passthrough',
                                             facts=base.L40S))
@@ -416,7 +417,8 @@ class TestInventoryMode(base.PlacementTestCase):
 
     def test_gpus_nova_reports_get_no_own_provider(self):
         a1, a2 = base.addresses(2)
-        novalike.create_pci_provider(self.nova, self.HOST, self.root, a1)
+        compute_providers.create_pci_provider(self.nova, self.HOST,
+                                              self.root, a1)
         self.make_reporter().report(base.make_inventory(
             self.HOST, [a1, a2], mode='passthrough'))
         self.assertIsNone(self.own(a1))

@@ -17,7 +17,9 @@ import copy
 import testtools
 
 from gpu_nova_ext import exception
-from gpu_nova_ext.simulate import nova_env
+from gpu_nova_ext.simulate import nova_config
+from gpu_nova_ext.simulate import nova_flavors
+from gpu_nova_ext.simulate import nova_host_states
 from gpu_nova_ext.simulate import runner
 from gpu_nova_ext.simulate import scenario as scn
 from gpu_nova_ext.tests.unit.simulate import test_scenario
@@ -38,7 +40,7 @@ class TestFlavorChecks(testtools.TestCase):
                                 'extra_specs': extra_specs}],
                       boots=[{'flavor': 'f1'}])
         return str(self.assertRaises(exception.ScenarioError,
-                                     nova_env.check_flavors, s))
+                                     nova_flavors.check_flavors, s))
 
     def test_bad_gpu_value_rejected_as_nova_api_would(self):
         msg = self._flavor_error({'resources:VGPU': '1',
@@ -63,17 +65,17 @@ class TestFlavorChecks(testtools.TestCase):
     def test_shipped_flavors_pass(self):
         for path in (None, scn.SCENARIO_DIR + '/example.yaml'):
             s = scn.load(path)
-            config = nova_env.NovaConfig(s)
+            config = nova_config.NovaConfig(s)
             self.addCleanup(config.restore)
             config.apply()      # defines the PCI aliases
-            nova_env.check_flavors(s)
+            nova_flavors.check_flavors(s)
             config.restore()
 
 
 class TestNovaConf(testtools.TestCase):
 
     def _apply(self, nova_conf):
-        config = nova_env.NovaConfig(_scenario(nova_conf=nova_conf))
+        config = nova_config.NovaConfig(_scenario(nova_conf=nova_conf))
         self.addCleanup(config.restore)
         config.apply()
         return config
@@ -159,7 +161,7 @@ class TestAggregates(testtools.TestCase):
             'inference': {'packing_weight_multiplier': 10}}
         second['aggregates'] = {'inference': {}, 'rack-7': {'x': 'y'}}
         s = scn.from_dict(data, PATH)
-        aggs = nova_env.aggregates(s)
+        aggs = nova_host_states.aggregates(s)
         self.assertEqual(['inference'], [a.name for a in aggs['cmp-1']])
         self.assertEqual(['inference', 'rack-7'],
                          [a.name for a in aggs['cmp-2']])
@@ -167,11 +169,11 @@ class TestAggregates(testtools.TestCase):
         self.assertEqual(['cmp-1', 'cmp-2'], aggs['cmp-1'][0].hosts)
 
         from nova.scheduler import utils
-        compute = nova_env.compute_node(s.hosts[0], 'rp', {}, [])
-        state = nova_env.host_state(compute, [], aggs['cmp-1'])
+        compute = nova_host_states.compute_node(s.hosts[0], 'rp', {}, [])
+        state = nova_host_states.host_state(compute, [], aggs['cmp-1'])
         self.assertEqual(10.0, utils.get_weight_multiplier(
             state, 'packing_weight_multiplier', -1.0))
-        plain = nova_env.host_state(compute, [])
+        plain = nova_host_states.host_state(compute, [])
         self.assertEqual(-1.0, utils.get_weight_multiplier(
             plain, 'packing_weight_multiplier', -1.0))
 

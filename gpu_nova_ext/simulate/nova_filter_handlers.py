@@ -12,10 +12,9 @@
 
 """Nova's filter and weight handlers, loaded and run as HostManager does.
 
-Part of the simulator's Nova environment
-(:mod:`gpu_nova_ext.simulate.nova_env`): the filters and weighers
-``[filter_scheduler]`` names, run by Nova's own handlers, recording what
-each did so that the output can say why a host won.
+The filters and weighers ``[filter_scheduler]`` names, run by Nova's own
+handlers, recording what each did so that the output can say why a host
+won.
 """
 import random
 

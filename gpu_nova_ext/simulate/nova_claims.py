@@ -1,0 +1,45 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Nova's report client and claim, talking to the embedded Placement.
+
+The Placement query is sent, and the winner claimed, by Nova's
+``SchedulerReportClient`` and ``nova.scheduler.utils.claim_resources``.
+"""
+from typing import Any
+
+
+def report_client(endpoint: str, token: str = 'admin',
+                  mount: Any = None) -> Any:
+    """Nova's SchedulerReportClient talking to ``endpoint`` (noauth2).
+
+    ``mount(session)``, when given, connects the keystoneauth session to
+    an in-process Placement (:meth:`EmbeddedPlacement.mount`).
+    """
+    from keystoneauth1 import adapter
+    from keystoneauth1 import session
+    from keystoneauth1 import token_endpoint
+    from nova.scheduler.client import report
+    sess = session.Session(auth=token_endpoint.Token(endpoint, token))
+    if mount is not None:
+        mount(sess)
+    return report.SchedulerReportClient(adapter=adapter.Adapter(
+        session=sess, service_type='placement', endpoint_override=endpoint))
+
+
+def claim(ctx: Any, client: Any, spec: Any, instance_uuid: str,
+          alloc_req: dict, version: str) -> bool:
+    """``nova.scheduler.utils.claim_resources``: PUT /allocations."""
+    from nova.scheduler import utils
+    return utils.claim_resources(ctx, client, spec, instance_uuid,
+                                 alloc_req,
+                                 allocation_request_version=version)

@@ -1,0 +1,83 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""A boot's RequestSpec and Placement query, with Nova's own code.
+
+The ``RequestSpec`` is built as nova-api builds it
+(``RequestSpec.from_components`` with the flavor's PCI requests); Nova's
+request filters (``nova.scheduler.request_filter``) that need no
+database run; the Placement query comes from
+``nova.scheduler.utils.resources_from_request_spec``.
+"""
+from typing import Any
+
+import os_traits
+
+from gpu_nova_ext.simulate import identity
+from gpu_nova_ext.simulate import nova_config
+from gpu_nova_ext.simulate import nova_flavors
+from gpu_nova_ext.simulate import scenario as scn
+
+# Request filters that read Nova's databases (compute service versions);
+# see :func:`prefilter`.
+DB_REQUEST_FILTERS = ('owner_nova_filter',)
+
+PROJECT_ID = identity.PROJECT_ID
+USER_ID = identity.USER_ID
+
+
+def admin_context() -> Any:
+    """A ``nova.context.RequestContext`` of the simulator's project."""
+    nova_config.load_nova()
+    from nova import context as nova_context
+    return nova_context.RequestContext(
+        user_id=USER_ID, project_id=PROJECT_ID, is_admin=True)
+
+
+def request_spec(ctx: Any, flavor: scn.Flavor, instance_uuid: str) -> Any:
+    """A RequestSpec as nova-api builds it for a one-server boot."""
+    from nova import objects
+    nova_flavor = nova_flavors.make_flavor(flavor)
+    image = objects.ImageMeta(properties=objects.ImageMetaProps())
+    spec = objects.RequestSpec.from_components(
+        ctx, instance_uuid, image, nova_flavor, None,
+        nova_flavors.pci_requests(nova_flavor), {}, None, None,
+        project_id=PROJECT_ID, user_id=USER_ID)
+    return spec
+
+
+def prefilter(ctx: Any, spec: Any) -> None:
+    """Nova's scheduler request filters (``process_reqspec``).
+
+    ``owner_nova_filter`` asks the cell databases for the minimum
+    nova-compute version; the simulated computes are all current Nova, so
+    the simulator applies its outcome for that case: ``OWNER_NOVA`` is
+    required on the root provider and on PCI request groups.
+    """
+    from nova.scheduler import request_filter
+    for func in request_filter.ALL_REQUEST_FILTERS:
+        if getattr(func, '__name__', '') in DB_REQUEST_FILTERS:
+            continue
+        func(ctx, spec)
+    spec.root_required.add(os_traits.OWNER_NOVA)
+    pci_ids = {req.request_id for req in spec.pci_requests.requests
+               if req.request_id}
+    for group in spec.requested_resources or []:
+        if (group.requester_id and
+                group.requester_id.rsplit('-', 1)[0] in pci_ids):
+            group.required_traits.add(os_traits.OWNER_NOVA)
+
+
+def resource_request(ctx: Any, spec: Any) -> Any:
+    """``nova.scheduler.utils.resources_from_request_spec``."""
+    from nova.scheduler import utils
+    return utils.resources_from_request_spec(ctx, spec, None)
