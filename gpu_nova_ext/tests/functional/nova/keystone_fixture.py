@@ -25,6 +25,7 @@ openstacksdk (:meth:`UnifiedLimits.connection`).
 """
 import atexit
 import os
+import select
 import shutil
 import subprocess
 import sys
@@ -39,6 +40,7 @@ from nova import conf as nova_conf
 from nova.limit import utils as nova_limit_utils
 import openstack
 
+from gpu_nova_ext.tests import deadline
 from gpu_nova_ext.tests.functional.nova import keystone_server
 
 COMPUTE_URL = 'http://compute.invalid/v2.1'
@@ -61,12 +63,16 @@ class KeystoneServer:
             [sys.executable, '-m', keystone_server.__name__, self.dir],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
             text=True)
-        # Keystone's own output goes to the log; stdout says the port
-        line = self.proc.stdout.readline()
+        # Keystone's own output goes to the log; stdout says the port,
+        # within the tests' deadline
+        said, _, _ = select.select([self.proc.stdout], [], [],
+                                   deadline.WAIT_S)
+        line = self.proc.stdout.readline() if said else ''
         if not line.startswith('PORT '):
             self.proc.kill()
-            raise RuntimeError('Keystone did not start (exit %s); see %s'
-                               % (self.proc.wait(), self.log.name))
+            raise RuntimeError(
+                'Keystone did not start within %ss (exit %s); see %s'
+                % (deadline.WAIT_S, self.proc.wait(), self.log.name))
         self.url = 'http://127.0.0.1:%d/v3' % int(line.split()[1])
         atexit.register(self.stop)
 

@@ -1,0 +1,62 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The one deadline every wait in the tests is bounded by.
+
+A test that waits for something another thread or process does (a
+server turning ACTIVE, a cast reaching a cache, a daemon starting) polls
+until it happened or :data:`WAIT_S` seconds have passed.  The deadline is
+generous, for a 2-core machine held busy by other work: it only decides
+how long a test that is going to fail takes to say so.  A passing wait
+never sleeps longer than one :data:`POLL_S` after what it waits for has
+happened, so a quiet machine does not pay for it.
+
+``GPU_NOVA_EXT_TEST_WAIT_S`` overrides the deadline (seconds).
+
+The polling is tenacity's (already installed with oslo.messaging and
+Nova): a stop after a delay, a fixed wait between tries, and the time
+measured on the monotonic clock.
+"""
+import os
+
+import tenacity
+
+#: seconds a test waits for anything before it fails
+WAIT_S = float(os.environ.get('GPU_NOVA_EXT_TEST_WAIT_S', '180'))
+#: seconds between two polls of a wait
+POLL_S = 0.05
+
+
+def _retrying(interval: float, **kw) -> tenacity.Retrying:
+    return tenacity.Retrying(stop=tenacity.stop_after_delay(WAIT_S),
+                             wait=tenacity.wait_fixed(interval), **kw)
+
+
+def wait_for(predicate, interval: float = POLL_S):
+    """Poll ``predicate`` until it returns a truthy value or the deadline.
+
+    Returns its last value: truthy on success, falsy when the deadline
+    passed (the caller says what did not happen).
+    """
+    return _retrying(
+        interval, retry=tenacity.retry_if_result(lambda value: not value),
+        retry_error_callback=lambda state: state.outcome.result())(predicate)
+
+
+def until_passes(check, interval: float = POLL_S):
+    """Call ``check`` until it raises no AssertionError; its result.
+
+    At the deadline the last AssertionError is raised as it is.
+    """
+    return _retrying(
+        interval, retry=tenacity.retry_if_exception_type(AssertionError),
+        reraise=True)(check)
