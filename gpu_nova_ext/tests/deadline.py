@@ -22,6 +22,25 @@ happened, so a quiet machine does not pay for it.
 
 ``GPU_NOVA_EXT_TEST_WAIT_S`` overrides the deadline (seconds).
 
+Tests that still depend on timing, because a duration is what they test:
+
+* ``functional.state.test_rpc_processes``: a cast and a late cache's
+  resend reach every cache within ``ROUND_TRIP`` (2 s); a cache stops
+  within 3 s; during a broker outage the agents' casts fail within 10 s.
+* ``functional.placement.test_agent``: the agent daemon stops within 2 s
+  (in a thread, and at SIGTERM); with ``compute_node_wait_timeout`` 1 it
+  gives up within 5 s.
+* ``functional.state.test_rpc_channel`` ``test_stale_state_counts_as_
+  missing``: with ``state_ttl`` 1 s the test must see the host live
+  within 1 s of its state's arrival.
+* ``functional.nova.test_vgpu`` ``test_first_gpu_request_after_scheduler_
+  restart``: ``[gpu_scheduler] startup_state_wait`` ends a quarter of a
+  second after the listener starts when no agent has answered yet.
+* Checks that something does *not* happen can only miss it on a slow
+  machine, never fail: no second remediation trigger within 0.2 s
+  (``unit.operator.test_remediate_daemon``), another host's agent not
+  asked (``test_rpc_channel.TestProtocol11``).
+
 The polling is tenacity's (already installed with oslo.messaging and
 Nova): a stop after a delay, a fixed wait between tries, and the time
 measured on the monotonic clock.
