@@ -73,6 +73,8 @@ IDLE = {'utilization_pct': 5.0, 'memory_used_mib': 0, 'temperature_c': 40,
         'slowdown_temperature_c': 87, 'power_w': 60.0,
         'power_limit_w': 300.0}
 
+# [gpu_scheduler] state_ttl in the harness (s): longer than any test
+HARNESS_STATE_TTL = 24 * 3600.0
 # PCI classes real libvirt reports: 3D controller (datacentre GPUs), NIC
 _GPU_CLASS = '0x030200'
 _NIC_CLASS = '0x020000'
@@ -180,14 +182,27 @@ class DeadlineWaitsMixin:
         # waiting for ERROR waits for the fault too
         wait_for_fault = (wait_for_fault_key and
                           expected_params.get('status') == 'ERROR')
-        return self._until(
-            lambda: api.get_server(server['id']),
-            lambda body: all(body[attr] == value for attr, value
-                             in expected_params.items()) and
-            (not wait_for_fault or 'fault' in body),
+
+        def done(body):
+            if all(body[attr] == value
+                   for attr, value in expected_params.items()):
+                return not wait_for_fault or 'fault' in body
+            # no server leaves ERROR by itself: say so now, not at the
+            # deadline
+            return (body['status'] == 'ERROR' and
+                    'status' in expected_params and 'fault' in body)
+
+        body = self._until(
+            lambda: api.get_server(server['id']), done,
             lambda body: 'Wait for state change failed, expected_params=%s,'
             ' server=%s, wait_for_fault=%s'
             % (expected_params, body, wait_for_fault))
+        if not all(body[attr] == value
+                   for attr, value in expected_params.items()):
+            self.fail('Wait for state change failed: the server went to '
+                      'ERROR, expected_params=%s, server=%s'
+                      % (expected_params, body))
+        return body
 
     def _wait_until_deleted(self, server):
         initially_in_error = server.get('status') == 'ERROR'
@@ -307,6 +322,10 @@ class GpuSchedulerMixin(DeadlineWaitsMixin):
             'nova.scheduler.weights.all_weighers',
             'gpu_nova_ext.scheduler.weighers.all_weighers'],
             group='filter_scheduler')
+        # The harness's agents cast only when a test runs them (a real
+        # agent casts every report_interval): a host's state must not age
+        # out between two steps of a test, however slow the machine.
+        self.flags(state_ttl=HARNESS_STATE_TTL, group='gpu_scheduler')
         # One state cache per nova-scheduler process: a fresh one per test.
         state_cache.reset_cache()
         self.addCleanup(state_cache.reset_cache)
