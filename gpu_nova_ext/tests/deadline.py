@@ -34,8 +34,9 @@ Tests that still depend on timing, because a duration is what they test:
   missing``: with ``state_ttl`` 1 s the test must see the host live
   within 1 s of its state's arrival.
 * ``functional.nova.test_vgpu`` ``test_first_gpu_request_after_scheduler_
-  restart``: ``[gpu_scheduler] startup_state_wait`` ends a quarter of a
-  second after the listener starts when no agent has answered yet.
+  restart`` (passed at load 30-45): ``[gpu_scheduler]
+  startup_state_wait`` ends a quarter of a second after the listener
+  starts when no agent has answered yet.
 * Checks that something does *not* happen can only miss it on a slow
   machine, never fail: no second remediation trigger within 0.2 s
   (``unit.operator.test_remediate_daemon``), another host's agent not
