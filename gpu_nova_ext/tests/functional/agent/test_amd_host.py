@@ -28,6 +28,7 @@ from gpu_nova_ext.agent import monitor
 from gpu_nova_ext.inventory import manager
 from gpu_nova_ext.fakes import nvml as fake_nvml
 from gpu_nova_ext.fakes import sysfs
+from gpu_nova_ext.tests import deadline
 from gpu_nova_ext.tests.unit.agent import health_base
 
 GPU0, GPU1 = '0000:11:00.0', '0000:8b:00.0'
@@ -63,7 +64,7 @@ class TestAgentOnAmdHost(health_base.HealthTestCase):
 
     def scrape(self):
         url = 'http://127.0.0.1:%d/metrics' % self.monitor.exporter.port
-        with urllib.request.urlopen(url, timeout=20) as resp:
+        with urllib.request.urlopen(url, timeout=deadline.WAIT_S) as resp:
             text = resp.read().decode()
         return {f.name: f for f in parser.text_string_to_metric_families(
             text)}

@@ -24,6 +24,7 @@ from prometheus_client import parser
 
 from gpu_nova_ext.agent import attribution
 from gpu_nova_ext.agent import exporter
+from gpu_nova_ext.tests import deadline
 from gpu_nova_ext.tests.unit.agent import health_base
 from gpu_nova_ext.tests.unit.inventory import helpers
 
@@ -48,7 +49,7 @@ class TestAttribution(health_base.MonitorTestCase):
         self.addCleanup(m.exporter.stop)
         m.sample_once(now=0)
         url = 'http://127.0.0.1:%d/metrics' % m.exporter.port
-        with urllib.request.urlopen(url, timeout=20) as resp:
+        with urllib.request.urlopen(url, timeout=deadline.WAIT_S) as resp:
             return {f.name: f for f in parser.text_string_to_metric_families(
                 resp.read().decode())}
 

@@ -27,6 +27,7 @@ from oslotest import base
 
 from gpu_nova_ext.agent import monitor
 from gpu_nova_ext.fakes import nvml as fake_nvml
+from gpu_nova_ext.tests import deadline
 from gpu_nova_ext.tests.unit.agent import health_base
 
 RABBIT = ('127.0.0.1', 5672)
@@ -85,10 +86,10 @@ class TestHealthNotificationOverRabbit(base.BaseTestCase):
 
     def _next(self):
         try:
-            return self.received.get(timeout=30)
+            return self.received.get(timeout=deadline.WAIT_S)
         except queue.Empty:
             self.fail('no gpu.health.update arrived over RabbitMQ on topic '
-                      '%s within 30 s' % self.topic)
+                      '%s within %ss' % (self.topic, deadline.WAIT_S))
 
     def test_failure_and_recovery_are_notified(self):
         changes = []

@@ -30,6 +30,7 @@ source's YAML file.
 """
 import collections
 import os
+import re
 import time
 from xml.etree import ElementTree
 
@@ -39,6 +40,7 @@ import fixtures
 import libvirt  # noqa: F401
 from nova import conf as nova_conf
 from nova.tests.fixtures import libvirt as fakelibvirt
+from nova.tests.functional.api import client as api_client
 from nova.tests.functional.libvirt import test_vgpu
 from oslo_config import cfg
 import yaml
@@ -49,6 +51,7 @@ from gpu_nova_ext.inventory import manager
 from gpu_nova_ext.operator import nova_conf as nova_conf_gen
 from gpu_nova_ext.state import cache as state_cache
 from gpu_nova_ext.state import rpc
+from gpu_nova_ext.tests import deadline
 
 CONF = nova_conf.CONF
 
@@ -70,7 +73,8 @@ IDLE = {'utilization_pct': 5.0, 'memory_used_mib': 0, 'temperature_c': 40,
         'slowdown_temperature_c': 87, 'power_w': 60.0,
         'power_limit_w': 300.0}
 
-STATE_WAIT = 10.0
+# [gpu_scheduler] state_ttl in the harness (s): longer than any test
+HARNESS_STATE_TTL = 24 * 3600.0
 # PCI classes real libvirt reports: 3D controller (datacentre GPUs), NIC
 _GPU_CLASS = '0x030200'
 _NIC_CLASS = '0x020000'
@@ -130,7 +134,178 @@ def libvirt_test_xml(pci_info: fakelibvirt.HostPCIDevicesInfo,
     return '<node>\n%s\n</node>\n' % '\n'.join(pci_xml + mdev_xml)
 
 
-class GpuSchedulerMixin:
+class DeadlineWaitsMixin:
+    """Nova's harness waits, bounded by the tests' deadline.
+
+    Nova's helpers (``nova.tests.functional.integrated_helpers``,
+    ``InstanceHelperMixin`` and ``PlacementInstanceHelperMixin``) poll a
+    fixed number of times 0.5 s apart: a server has about 5 s to turn
+    ACTIVE, too short on a busy machine.  Each method here polls the same
+    public API calls until :data:`deadline.WAIT_S` and returns at the
+    first poll that sees what it waits for.  Signatures are Nova's;
+    ``max_retries`` and ``sleep`` are accepted and ignored.
+    """
+
+    def _until(self, fetch, done, failure):
+        """Poll ``fetch()`` until ``done(value)``; that value.
+
+        At the deadline the test fails with ``failure(last value)``.
+        """
+        last = []
+
+        def attempt():
+            last[:] = [fetch()]
+            return last if done(last[0]) else None
+
+        if not deadline.wait_for(attempt):
+            self.fail('%s (waited %ss)' % (failure(last[0]),
+                                           deadline.WAIT_S))
+        return last[0]
+
+    def _wait_for_service_parameter(self, service_hostname, service_binary,
+                                    expected_params, max_retries=None,
+                                    api=None):
+        api = api or getattr(self, 'admin_api', self.api)
+        return self._until(
+            lambda: api.get_services(host=service_hostname,
+                                     binary=service_binary)[0],
+            lambda service: all(service[attr] == value for attr, value
+                                in expected_params.items()),
+            lambda service: 'Wait for service parameter change failed, '
+            'expected_params=%s, service=%s' % (expected_params, service))
+
+    def _wait_for_server_parameter(self, server, expected_params,
+                                   max_retries=None, api=None,
+                                   wait_for_fault_key=True):
+        api = api or getattr(self, 'admin_api', self.api)
+        # as Nova: ERROR is set before the fault is recorded; a test
+        # waiting for ERROR waits for the fault too
+        wait_for_fault = (wait_for_fault_key and
+                          expected_params.get('status') == 'ERROR')
+
+        def done(body):
+            if all(body[attr] == value
+                   for attr, value in expected_params.items()):
+                return not wait_for_fault or 'fault' in body
+            # no server leaves ERROR by itself: say so now, not at the
+            # deadline
+            return (body['status'] == 'ERROR' and
+                    'status' in expected_params and 'fault' in body)
+
+        body = self._until(
+            lambda: api.get_server(server['id']), done,
+            lambda body: 'Wait for state change failed, expected_params=%s,'
+            ' server=%s, wait_for_fault=%s'
+            % (expected_params, body, wait_for_fault))
+        if not all(body[attr] == value
+                   for attr, value in expected_params.items()):
+            self.fail('Wait for state change failed: the server went to '
+                      'ERROR, expected_params=%s, server=%s'
+                      % (expected_params, body))
+        return body
+
+    def _wait_until_deleted(self, server):
+        initially_in_error = server.get('status') == 'ERROR'
+
+        def status():
+            try:
+                body = self.api.get_server(server['id'])
+            except api_client.OpenStackApiNotFoundException:
+                return None
+            if not initially_in_error and body['status'] == 'ERROR':
+                self.fail('Server %s went to error state instead of '
+                          'disappearing.' % server['id'])
+            return body['status']
+
+        self._until(status, lambda value: value is None,
+                    lambda value: 'Server %s failed to delete (status %s).'
+                    % (server['id'], value))
+
+    def _wait_for_instance_action_event(self, server, action_name,
+                                        event_name, event_result):
+        api = getattr(self, 'admin_api', self.api)
+        seen = {'actions': [], 'events': []}
+
+        def event():
+            seen['actions'] = api.get_instance_actions(server['id'])
+            # the API returns the newest action first
+            for action in seen['actions']:
+                if action['action'] != action_name:
+                    continue
+                seen['events'] = api.get_instance_action_details(
+                    server['id'], action['request_id'])['events']
+                for evt in seen['events']:
+                    result = evt['result']
+                    if (evt['event'] == event_name and result is not None
+                            and result.lower() == event_result.lower()):
+                        return evt
+            return None
+
+        return self._until(
+            event, lambda evt: evt is not None,
+            lambda evt: 'Timed out waiting for %s instance action event. '
+            'Current instance actions: %s. Events in the last matching '
+            'action: %s' % (event_name, seen['actions'], seen['events']))
+
+    def _volume_attached(self, server_id, volume_id) -> bool:
+        try:
+            self.api.get_server_volume(server_id, volume_id)
+            return True
+        except api_client.OpenStackApiNotFoundException:
+            return False
+
+    def _wait_for_volume_attach(self, server_id, volume_id):
+        self._until(
+            lambda: self._volume_attached(server_id, volume_id), bool,
+            lambda _: 'Timed out waiting for volume %s to be attached to '
+            'server %s. Currently attached volumes: %s' % (
+                volume_id, server_id,
+                self.api.get_server_volumes(server_id)))
+
+    def _wait_for_volume_detach(self, server_id, volume_id):
+        self._until(
+            lambda: self._volume_attached(server_id, volume_id),
+            lambda attached: not attached,
+            lambda _: 'Timed out waiting for volume %s to be detached from '
+            'server %s. Currently attached volumes: %s' % (
+                volume_id, server_id,
+                self.api.get_server_volumes(server_id)))
+
+    def _wait_for_migration_status(self, server, expected_statuses):
+        api = getattr(self, 'admin_api', self.api)
+        statuses = [status.lower() for status in expected_statuses]
+
+        def migration():
+            mine = [m for m in api.api_get('/os-migrations').body[
+                'migrations'] if m['instance_uuid'] == server['id']]
+            for mig in mine:
+                if mig['status'].lower() in statuses:
+                    return mig, mig['status']
+            return None, mine[-1]['status'] if mine else None
+
+        return self._until(
+            migration, lambda found: found[0] is not None,
+            lambda found: 'Timed out waiting for migration with status for '
+            'instance %s (expected "%s", got "%s")'
+            % (server['id'], expected_statuses, found[1]))[0]
+
+    def _wait_for_log(self, log_line_regex):
+        self._until(
+            lambda: re.search(log_line_regex, self.stdlog.logger.output),
+            bool, lambda _: 'The line "%s" did not appear in the log'
+            % log_line_regex)
+
+    def _wait_for_assert(self, assert_func, max_retries=None, sleep=None):
+        return deadline.until_passes(assert_func)
+
+    def _wait_for_server_allocations(self, consumer_id, max_retries=None):
+        return self._until(
+            lambda: self._get_allocations_by_server_uuid(consumer_id), bool,
+            lambda _: 'Wait for server allocations failed, server=%s'
+            % consumer_id)
+
+
+class GpuSchedulerMixin(DeadlineWaitsMixin):
     """Our filters and weighers, enabled as an operator does in nova.conf."""
 
     # ServersTestBase appends these to [filter_scheduler] enabled_filters
@@ -147,6 +322,10 @@ class GpuSchedulerMixin:
             'nova.scheduler.weights.all_weighers',
             'gpu_nova_ext.scheduler.weighers.all_weighers'],
             group='filter_scheduler')
+        # The harness's agents cast only when a test runs them (a real
+        # agent casts every report_interval): a host's state must not age
+        # out between two steps of a test, however slow the machine.
+        self.flags(state_ttl=HARNESS_STATE_TTL, group='gpu_scheduler')
         # One state cache per nova-scheduler process: a fresh one per test.
         state_cache.reset_cache()
         self.addCleanup(state_cache.reset_cache)
@@ -187,7 +366,7 @@ class GpuSchedulerMixin:
             '.', '_'))
 
 
-class GpuAgentMixin:
+class GpuAgentMixin(DeadlineWaitsMixin):
     """Runs our agent for the harness's compute hosts.
 
     ``self.gpu_facts[host]`` is the host's simulated GPU YAML (PCI address
@@ -251,6 +430,7 @@ class GpuAgentMixin:
                 'nova_conf': self._agent_path(host, 'nova.conf'),
                 'nova_conf_dir': self._agent_path(host, 'nova.conf.d'),
                 'placement': self.placement.fixture.endpoint,
+                'wait': deadline.WAIT_S,
             })
         conf = cfg.ConfigOpts()
         gconf.register_agent_opts(conf)
@@ -321,14 +501,12 @@ class GpuAgentMixin:
 
     def wait_for_state(self, host: str, since: float) -> dict:
         cache = state_cache.get_cache()
-        deadline = time.monotonic() + STATE_WAIT
-        while time.monotonic() < deadline:
-            payload = cache.get(host)
-            if payload and payload['generated_at'] >= since:
-                return payload
-            time.sleep(0.02)
-        self.fail('no GPU state for %s reached the scheduler cache within '
-                  '%ss' % (host, STATE_WAIT))
+        return self._until(
+            lambda: cache.get(host),
+            lambda payload: payload and payload['generated_at'] >= since,
+            lambda payload: 'no GPU state for %s newer than %s reached the '
+            'scheduler cache (last: %s)' % (
+                host, since, payload and payload['generated_at']))
 
 
 AGENT_CONF = """
@@ -344,7 +522,7 @@ simulated_gpus_file = %(yaml)s
 nova_config_file = %(nova_conf)s
 nova_config_dir = %(nova_conf_dir)s
 prometheus_port = 0
-compute_node_wait_timeout = 5
+compute_node_wait_timeout = %(wait)d
 
 [placement]
 auth_type = admin_token

@@ -13,7 +13,8 @@
 """A real Keystone for Nova's functional harness and for our CLI.
 
 :class:`KeystoneServer` starts :mod:`keystone_server` once per test
-process (about 8 s: migrations and bootstrap); :class:`UnifiedLimits`
+process (about 8 s on a quiet machine: migrations and bootstrap, each
+step within the tests' deadline); :class:`UnifiedLimits`
 is the per-test fixture: it registers a ``compute`` service and endpoint,
 points Nova's ``[quota] driver`` and ``[oslo_limit]`` at that Keystone as
 an operator does, and removes every limit and registered limit when the
@@ -25,10 +26,12 @@ openstacksdk (:meth:`UnifiedLimits.connection`).
 """
 import atexit
 import os
+import queue
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import uuid
 
 import fixtures
@@ -39,6 +42,7 @@ from nova import conf as nova_conf
 from nova.limit import utils as nova_limit_utils
 import openstack
 
+from gpu_nova_ext.tests import deadline
 from gpu_nova_ext.tests.functional.nova import keystone_server
 
 COMPUTE_URL = 'http://compute.invalid/v2.1'
@@ -61,14 +65,35 @@ class KeystoneServer:
             [sys.executable, '-m', keystone_server.__name__, self.dir],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
             text=True)
-        # Keystone's own output goes to the log; stdout says the port
-        line = self.proc.stdout.readline()
-        if not line.startswith('PORT '):
+        # Keystone's own output goes to the log; stdout says each start-up
+        # step done (STEP ...), then the port
+        lines = queue.Queue()
+        threading.Thread(target=self._read, args=(lines,),
+                         daemon=True).start()
+        step = 'start'
+        while True:
+            try:
+                line = lines.get(timeout=deadline.WAIT_S)
+            except queue.Empty:
+                why = 'no step done within %ss' % deadline.WAIT_S
+            else:
+                if line and line.startswith('PORT '):
+                    break
+                if line and line.startswith('STEP '):
+                    step = line.split()[1]
+                    continue
+                why = 'it said %r' % line if line else 'it exited'
             self.proc.kill()
-            raise RuntimeError('Keystone did not start (exit %s); see %s'
-                               % (self.proc.wait(), self.log.name))
+            raise RuntimeError(
+                'Keystone did not start: %s after %s (exit %s); see %s'
+                % (why, step, self.proc.wait(), self.log.name))
         self.url = 'http://127.0.0.1:%d/v3' % int(line.split()[1])
         atexit.register(self.stop)
+
+    def _read(self, lines: queue.Queue) -> None:
+        for line in self.proc.stdout:
+            lines.put(line)
+        lines.put(None)
 
     def stop(self):
         self.proc.terminate()

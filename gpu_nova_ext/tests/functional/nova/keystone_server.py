@@ -80,14 +80,19 @@ def main(directory: str) -> None:
                            'keystone-manage'), '--config-file', conf]
     ids = ['--keystone-user', str(os.getuid()),
            '--keystone-group', str(os.getgid())]
+    # each step done is said on stdout: the test process waits for each
+    # within its deadline (on a busy machine each takes a while)
     subprocess.check_call(manage + ['db_sync'], stdout=sys.stderr)
+    print('STEP db_sync', flush=True)
     subprocess.check_call(manage + ['fernet_setup'] + ids,
                           stdout=sys.stderr)
+    print('STEP fernet_setup', flush=True)
     subprocess.check_call(manage + [
         'bootstrap', '--bootstrap-password', PASSWORD,
         '--bootstrap-region-id', REGION,
         '--bootstrap-public-url', 'http://127.0.0.1:%d/v3' % port],
         stdout=sys.stderr)
+    print('STEP bootstrap', flush=True)
     from keystone.server.flask import core
     server.set_app(core.initialize_application('public',
                                                config_files=[conf]))

@@ -28,6 +28,7 @@ from gpu_nova_ext.cmd import cli
 from gpu_nova_ext import conf as gconf
 from gpu_nova_ext.operator import remediate
 from gpu_nova_ext.placement import client as placement_client
+from gpu_nova_ext.tests import deadline
 from gpu_nova_ext.tests.functional.nova import base
 from gpu_nova_ext.tests.functional.operator import sdk
 
@@ -46,7 +47,8 @@ class OpsMixin:
         conf(['--config-file', path], project='gpu-nova-ext',
              default_config_files=[])
         settings = dict(enabled=True, poll_interval=0.05, retry_backoff=0,
-                        max_retries=0, action_timeout=60)
+                        max_retries=0,
+                        action_timeout=int(deadline.WAIT_S))
         settings.update(remediation)
         for name, value in settings.items():
             conf.set_override(name, value, group='remediation')

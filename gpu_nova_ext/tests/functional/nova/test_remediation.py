@@ -37,6 +37,7 @@ from gpu_nova_ext.operator import remediate_daemon
 from gpu_nova_ext.operator import remediation_notifier as rnotify
 from gpu_nova_ext.operator import remediation_policy as policy
 from gpu_nova_ext.state import cache as state_cache
+from gpu_nova_ext.tests import deadline
 from gpu_nova_ext.tests.functional.nova import base
 from gpu_nova_ext.tests.functional.nova import ops_base
 
@@ -220,9 +221,8 @@ class VGPURemediationTest(ops_base.LiveMigrationVGPUTestBase):
             notifications.build_payload(
                 'src', base.PGPU0, None, base.A100['name'], 'healthy',
                 'unhealthy', [], [XID79]))
-        deadline = started + 60
-        while time.monotonic() < deadline and not daemon.results:
-            time.sleep(0.05)
+        self.assertTrue(deadline.wait_for(lambda: daemon.results),
+                        'the daemon remediated nothing')
         mttr = time.monotonic() - started
         [result] = daemon.results
         self.assertEqual(('moved', 'dest'),

@@ -248,12 +248,12 @@ class TwoVGPUHostsTest(base.GpuVGPUTestBase):
     def _wait_for_scheduler_aggregate(self, agg_id, hosts, key):
         """Until nova-scheduler got the aggregate (nova-api casts it)."""
         host_manager = self.scheduler.manager.host_manager
-        for _ in range(200):
-            agg = host_manager.aggs_by_id.get(agg_id)
-            if agg and key in agg.metadata and hosts <= set(agg.hosts):
-                return
-            time.sleep(0.05)
-        self.fail('nova-scheduler did not get aggregate %s' % agg_id)
+        self._until(
+            lambda: host_manager.aggs_by_id.get(agg_id),
+            lambda agg: agg and key in agg.metadata and hosts <= set(
+                agg.hosts),
+            lambda agg: 'nova-scheduler did not get aggregate %s with %s '
+            'and hosts %s (has %s)' % (agg_id, key, sorted(hosts), agg))
 
     def test_packing_multiplier(self):
         """Scenario 4: packing multiplier, option and aggregate.

@@ -34,6 +34,7 @@ from gpu_nova_ext.cmd import cli
 from gpu_nova_ext import exception
 from gpu_nova_ext import naming
 from gpu_nova_ext.simulate import compute_providers
+from gpu_nova_ext.tests import deadline
 from gpu_nova_ext.tests.functional.placement import base
 
 
@@ -51,15 +52,6 @@ class RecordingStateClient:
     def cast_state(self, payload):
         self.payloads.append(payload)
         return True
-
-
-def wait_for(predicate, timeout=10.0, step=0.02):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(step)
-    return False
 
 
 class TestAgentService(base.PlacementTestCase):
@@ -112,42 +104,44 @@ class TestAgentService(base.PlacementTestCase):
         thread.start()
         self.addCleanup(agent.stop)
         # no compute node yet: it waits, saying why
-        self.assertTrue(wait_for(
+        self.assertTrue(deadline.wait_for(
             lambda: 'Waiting for nova-compute' in logger.output))
         # the state flows meanwhile, without a compute node provider
-        self.assertTrue(wait_for(lambda: self.state.payloads))
+        self.assertTrue(deadline.wait_for(lambda: self.state.payloads))
         self.assertIsNone(self.state.payloads[0]['root_provider_uuid'])
         self.assertEqual(0, agent.cycles)
         root, pgpus = self.vgpu_host(2)
-        self.assertTrue(wait_for(lambda: agent.cycles >= 1))
+        self.assertTrue(deadline.wait_for(lambda: agent.cycles >= 1))
         self.assertIn(naming.HOST_TRAIT, self.traits(root))
         self.assertTrue(self.state.started)
         # the report found the providers: the state is cast again at once
-        self.assertTrue(wait_for(
+        self.assertTrue(deadline.wait_for(
             lambda: self.state.payloads[-1]['root_provider_uuid'] == root))
 
         # Placement goes away for a while: cycles fail, the agent lives
         self.placement.stop()
         failed = agent.failed_cycles
         agent.trigger()
-        self.assertTrue(wait_for(lambda: agent.failed_cycles > failed))
+        self.assertTrue(deadline.wait_for(
+            lambda: agent.failed_cycles > failed))
         self.assertTrue(thread.is_alive())
         self.placement.start()
         self.addrs = base.addresses(1)       # a GPU went away meanwhile
         gone = pgpus[base.addresses(2)[1]]
-        self.assertTrue(wait_for(
+        self.assertTrue(deadline.wait_for(
             lambda: 'CUSTOM_GPU_MODEL_A100_80GB_PCIE' not in self.traits(
-                gone), 5))
+                gone)))
 
         # a scheduler asks for state: cast without a cycle
         casts, discoveries = len(self.state.payloads), self.discoveries
         agent.request_resend()
-        self.assertTrue(wait_for(lambda: len(self.state.payloads) > casts))
+        self.assertTrue(deadline.wait_for(
+            lambda: len(self.state.payloads) > casts))
         self.assertEqual(discoveries, self.discoveries)
 
         start = time.monotonic()
         agent.stop()
-        thread.join(5)
+        thread.join(deadline.WAIT_S)
         self.assertFalse(thread.is_alive())
         self.assertLess(time.monotonic() - start, 2.0)
         self.assertTrue(self.state.stopped)
@@ -240,20 +234,24 @@ class TestCommands(base.PlacementTestCase):
              '--config-file', self.conf_file],
             stdout=subprocess.DEVNULL, stderr=open(log_file, 'w'))
         self.addCleanup(lambda: proc.poll() is None and proc.kill())
-        self.assertTrue(wait_for(
-            lambda: naming.HOST_TRAIT in self.traits(root), 60, 0.2),
-            open(log_file).read())
+
+        def cycles_done():
+            with open(log_file) as log:
+                return log.read().count('Cycle done in')
+
+        first = deadline.wait_for(cycles_done)
+        self.assertTrue(first, open(log_file).read())
+        self.assertIn(naming.HOST_TRAIT, self.traits(root))
         # report_interval is 60 s: only SIGHUP makes a cycle now
-        time.sleep(0.3)
         self.placement.reset_counters()
         proc.send_signal(signal.SIGHUP)
-        self.assertTrue(wait_for(
-            lambda: self.placement.requests['GET'] >= 1, 5),
-            open(log_file).read())
+        self.assertTrue(deadline.wait_for(lambda: cycles_done() > first),
+                        open(log_file).read())
+        self.assertGreaterEqual(self.placement.requests['GET'], 1)
         self.assertEqual(0, self.placement.writes)
         start = time.monotonic()
         proc.send_signal(signal.SIGTERM)
-        rc = proc.wait(10)
+        rc = proc.wait(deadline.WAIT_S)
         elapsed = time.monotonic() - start
         self.assertEqual(0, rc, open(log_file).read())
         self.assertLess(elapsed, 2.0)

@@ -33,12 +33,10 @@ from gpu_nova_ext.agent import service
 from gpu_nova_ext.conf import placement as placement_conf
 from gpu_nova_ext.placement import client as pclient
 from gpu_nova_ext.state import rpc
+from gpu_nova_ext.tests import deadline
 from gpu_nova_ext.tests.functional.placement import base
 from gpu_nova_ext.tests.functional.placement import test_agent
 from gpu_nova_ext.tests.functional.state import support
-
-#: generous: a command that has not ended by then hangs
-NO_HANG = 60
 
 
 class SilentServer(fixtures.Fixture):
@@ -84,7 +82,7 @@ def simulated_agent_conf(directory, endpoint, **groups):
 def run_cli(conf_file, *argv, module='gpu_nova_ext.cmd.cli'):
     proc = subprocess.run(
         [sys.executable, '-m', module, '--config-file', conf_file, *argv],
-        capture_output=True, text=True, timeout=NO_HANG)
+        capture_output=True, text=True, timeout=deadline.WAIT_S)
     return proc.returncode, proc.stdout, proc.stderr
 
 
@@ -145,19 +143,19 @@ class TestDaemonAgainstSilentPlacement(testtools.TestCase):
         thread.start()
         self.addCleanup(thread.join, 10)
         self.addCleanup(agent.stop)
-        self.assertTrue(test_agent.wait_for(
-            lambda: len(state.payloads) >= 3, NO_HANG), state.payloads)
+        self.assertTrue(deadline.wait_for(
+            lambda: len(state.payloads) >= 3), state.payloads)
         self.assertTrue(self.silent.accepted)
         self.assertEqual(0, agent.cycles)
         # a health change is cast at once, not after Placement
         casts = len(state.payloads)
         agent._on_health_change()
-        self.assertTrue(test_agent.wait_for(
-            lambda: len(state.payloads) > casts, NO_HANG))
+        self.assertTrue(deadline.wait_for(
+            lambda: len(state.payloads) > casts))
         gpu = state.payloads[-1]['gpus'][0]
         self.assertEqual('healthy', gpu['health']['state'])
         agent.stop()
-        thread.join(NO_HANG)
+        thread.join(deadline.WAIT_S)
         self.assertFalse(thread.is_alive())
 
 
@@ -207,10 +205,10 @@ class TestDaemonProcessOverRabbitMQ(testtools.TestCase):
             log.seek(0)
             return log.read()[-3000:]
 
-        self.assertTrue(support.wait_for(
-            lambda: len(sink.payloads) >= 3, NO_HANG), tail())
+        self.assertTrue(deadline.wait_for(
+            lambda: len(sink.payloads) >= 3), tail())
         self.assertEqual('cmp-1', sink.payloads[-1]['host'])
         self.assertIsNone(proc.poll(), tail())
         proc.send_signal(signal.SIGTERM)
-        self.assertEqual(0, proc.wait(NO_HANG), tail())
+        self.assertEqual(0, proc.wait(deadline.WAIT_S), tail())
         self.assertIn('gpu-nova-agent stopped', tail())

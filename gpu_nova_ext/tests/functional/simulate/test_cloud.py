@@ -25,7 +25,10 @@ import tempfile
 import testtools
 import yaml
 
-TIMEOUT = 300
+from gpu_nova_ext.tests import deadline
+
+# a run compares several policies: a few simulations in one command
+TIMEOUT = 2 * deadline.WAIT_S
 H100_ALIAS = {'name': 'h100', 'resource_class': 'CUSTOM_PCI_10DE_2330',
               'device_type': 'type-PCI'}
 

@@ -22,7 +22,9 @@ import tempfile
 import testtools
 import yaml
 
-TIMEOUT = 120
+from gpu_nova_ext.tests import deadline
+
+TIMEOUT = deadline.WAIT_S
 
 SCENARIO = {
     'description': 'one A100 of cmp-1 kept for team-a, cmp-2 for team-b',

@@ -33,9 +33,10 @@ import yaml
 
 from gpu_nova_ext.cmd import cli
 from gpu_nova_ext.simulate import scenario as scn
+from gpu_nova_ext.tests import deadline
 
 UNHEALTHY_GPU = ('cmp-a100', '0000:3b:00.0')
-TIMEOUT = 120
+TIMEOUT = deadline.WAIT_S
 
 
 def _cli(argv):

@@ -39,6 +39,7 @@ from oslo_service import service as oslo_service  # noqa: E402
 
 from gpu_nova_ext import conf as gconf  # noqa: E402
 from gpu_nova_ext.state import cache as state_cache  # noqa: E402
+from gpu_nova_ext.tests import deadline  # noqa: E402
 from gpu_nova_ext.tests.functional.state import support  # noqa: E402
 
 CONF = nova.conf.CONF
@@ -72,8 +73,8 @@ class SchedulerWorker(oslo_service.Service):
     def _first_request(self):
         cache = state_cache.get_cache()
         cache.ensure_started(CONF)
-        seen = support.wait_for(
-            lambda: self.expect <= set(cache.hosts()), 20.0)
+        seen = deadline.wait_for(
+            lambda: self.expect <= set(cache.hosts()))
         _OUT.write(json.dumps({
             'worker': os.getpid(), 'started': cache.started,
             'hosts': cache.hosts(), 'complete': bool(seen),

@@ -40,6 +40,7 @@ from oslo_log import log as logging
 
 from gpu_nova_ext.state import cache as state_cache
 from gpu_nova_ext.state import rpc
+from gpu_nova_ext.tests import deadline
 from gpu_nova_ext.tests.functional.state import support
 
 
@@ -106,7 +107,7 @@ def run_agent(args, conf) -> None:
             break
     done.set()
     wake.set()
-    worker.join(10)
+    worker.join(deadline.WAIT_S)
     started = time.monotonic()
     client.stop()
     _say(stopped=time.monotonic() - started)
@@ -147,8 +148,8 @@ def run_workers(args, conf) -> None:
             code = 1
             try:
                 cache.ensure_started(conf)
-                seen = support.wait_for(
-                    lambda: expect <= set(cache.hosts()), 20.0)
+                seen = deadline.wait_for(
+                    lambda: expect <= set(cache.hosts()))
                 _say(worker=os.getpid(), started=cache.started,
                      hosts=cache.hosts())
                 cache.stop()

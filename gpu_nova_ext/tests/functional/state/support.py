@@ -33,6 +33,7 @@ from oslo_log import log as logging
 from oslo_messaging import opts as messaging_opts
 
 from gpu_nova_ext import conf as gconf
+from gpu_nova_ext.tests import deadline
 
 TRANSPORT_URL = os.environ.get('GPU_NOVA_EXT_TEST_TRANSPORT_URL',
                                'rabbit://guest:guest@127.0.0.1:5672/')
@@ -142,17 +143,16 @@ def payload(host: str, gpus: int = 8, generated_at: float = None) -> dict:
     }
 
 
-def wait_for(predicate, timeout: float, interval: float = 0.02):
-    """Poll ``predicate`` until it is truthy; return its last value."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value or time.monotonic() >= deadline:
-            return value
-        time.sleep(interval)
+def wait_for(predicate, timeout: float | None = None):
+    """:func:`gpu_nova_ext.tests.deadline.wait_for`; ``timeout`` is ignored.
+
+    Kept for callers written before every wait ended at the tests' one
+    deadline.
+    """
+    return deadline.wait_for(predicate)
 
 
-def rabbitmqctl(*args: str, timeout: float = 60) -> None:
+def rabbitmqctl(*args: str) -> None:
     """Run rabbitmqctl (through sudo when not root); raise on failure."""
     exe = shutil.which('rabbitmqctl') or '/usr/sbin/rabbitmqctl'
     if not os.path.exists(exe):
@@ -163,7 +163,7 @@ def rabbitmqctl(*args: str, timeout: float = 60) -> None:
     if os.getuid() != 0:
         cmd = ['sudo', '-n', *cmd]
     proc = subprocess.run(cmd, capture_output=True, text=True,
-                          timeout=timeout)
+                          timeout=deadline.WAIT_S)
     if proc.returncode != 0:
         raise AssertionError('%s failed (exit %d): %s' % (
             ' '.join(cmd), proc.returncode,
@@ -182,24 +182,26 @@ class BrokerInUse(fixtures.Fixture):
     test running in another stestr worker.
     """
 
-    def __init__(self, exclusive: bool = False, timeout: float = 300.0):
+    #: the holder is another test, which may wait for several things
+    TIMEOUT = 3 * deadline.WAIT_S
+
+    def __init__(self, exclusive: bool = False):
         super().__init__()
         self.exclusive = exclusive
-        self.timeout = timeout
 
     def _setUp(self):
         handle = open(LOCK_FILE, 'a')
         self.addCleanup(handle.close)
         mode = fcntl.LOCK_EX if self.exclusive else fcntl.LOCK_SH
-        deadline = time.monotonic() + self.timeout
+        start = time.monotonic()
         while True:
             try:
                 fcntl.flock(handle, mode | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
-                if time.monotonic() >= deadline:
+                if time.monotonic() - start >= self.TIMEOUT:
                     raise AssertionError(
                         'Could not lock %s within %ds: another test holds '
-                        'the RabbitMQ broker' % (LOCK_FILE, self.timeout))
+                        'the RabbitMQ broker' % (LOCK_FILE, self.TIMEOUT))
                 time.sleep(0.01)
         self.addCleanup(fcntl.flock, handle, fcntl.LOCK_UN)

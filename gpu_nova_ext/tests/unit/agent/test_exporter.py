@@ -17,6 +17,7 @@ import prometheus_client
 from prometheus_client import parser
 
 from gpu_nova_ext.agent import exporter
+from gpu_nova_ext.tests import deadline
 from gpu_nova_ext.tests.unit.agent import health_base
 
 
@@ -93,7 +94,7 @@ class TestExporter(health_base.MonitorTestCase):
         self.fake.set_metrics(1, gpu_util=12)
         m.sample_once(now=0)
         url = 'http://127.0.0.1:%d/metrics' % m.exporter.port
-        with urllib.request.urlopen(url, timeout=10) as resp:
+        with urllib.request.urlopen(url, timeout=deadline.WAIT_S) as resp:
             text = resp.read().decode()
         util = {s.labels['gpu']: s.value for s in
                 families(text)['DCGM_FI_DEV_GPU_UTIL'].samples}

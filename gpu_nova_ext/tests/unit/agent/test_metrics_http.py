@@ -28,9 +28,8 @@ import testtools
 
 from gpu_nova_ext.agent import exporter
 from gpu_nova_ext.agent import monitor
+from gpu_nova_ext.tests import deadline
 from gpu_nova_ext.tests.unit.agent import health_base
-
-GUARD_S = 20
 
 
 class ExporterServer(testtools.TestCase):
@@ -44,13 +43,13 @@ class ExporterServer(testtools.TestCase):
 
     def connect(self, exp):
         sock = socket.create_connection(('127.0.0.1', exp.port),
-                                        timeout=GUARD_S)
+                                        timeout=deadline.WAIT_S)
         self.addCleanup(sock.close)
         return sock
 
     def scrape(self, exp, path='/metrics'):
         url = 'http://127.0.0.1:%d%s' % (exp.port, path)
-        with urllib.request.urlopen(url, timeout=GUARD_S) as resp:
+        with urllib.request.urlopen(url, timeout=deadline.WAIT_S) as resp:
             return resp.status, resp.read()
 
 

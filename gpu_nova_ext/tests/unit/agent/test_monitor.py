@@ -12,12 +12,12 @@
 
 """HealthMonitor: the thread, the exporter switch, apply() and callbacks."""
 import socket
-import time
 import urllib.request
 
 from gpu_nova_ext.agent import monitor
 from gpu_nova_ext.inventory import base
 from gpu_nova_ext.fakes import nvml as fake_nvml
+from gpu_nova_ext.tests import deadline
 from gpu_nova_ext.tests.unit.agent import health_base
 
 
@@ -29,11 +29,8 @@ def free_port():
 
 class TestMonitorThread(health_base.MonitorTestCase):
 
-    def _wait(self, predicate, timeout=10.0):
-        deadline = time.monotonic() + timeout
-        while not predicate():
-            self.assertLess(time.monotonic(), deadline, 'timed out')
-            time.sleep(0.02)
+    def _wait(self, predicate):
+        self.assertTrue(deadline.wait_for(predicate), 'timed out')
 
     def test_start_samples_serves_and_stops(self):
         port = free_port()
@@ -48,11 +45,12 @@ class TestMonitorThread(health_base.MonitorTestCase):
         self._wait(lambda: self.changes == 1)
         self.assertEqual('unhealthy', m.latest()['0000:5e:00.0'][1].state)
         url = 'http://127.0.0.1:%d/metrics' % port
-        with urllib.request.urlopen(url, timeout=10) as resp:
+        with urllib.request.urlopen(url, timeout=deadline.WAIT_S) as resp:
             self.assertIn(b'DCGM_FI_DEV_GPU_UTIL{', resp.read())
         m.stop()
         self.assertIsNone(m._thread)
-        self.assertRaises(OSError, urllib.request.urlopen, url, timeout=2)
+        self.assertRaises(OSError, urllib.request.urlopen, url,
+                          timeout=deadline.WAIT_S)
         self.assertEqual(1, len(self.notifier.payloads))
 
     def test_port_zero_disables_exporter(self):

@@ -14,12 +14,12 @@
 
 The delivery over RabbitMQ is in tests/functional/agent.
 """
-import time
 
 from oslo_messaging import conffixture
 from oslo_messaging.notify import _impl_test
 
 from gpu_nova_ext.agent import notifications
+from gpu_nova_ext.tests import deadline
 from gpu_nova_ext.tests.unit.agent import health_base
 
 
@@ -51,10 +51,9 @@ class TestNotifier(health_base.HealthTestCase):
         self.addCleanup(self.notifier.stop)
 
     def _wait(self, n):
-        deadline = time.monotonic() + 10
-        while len(_impl_test.NOTIFICATIONS) < n:
-            self.assertLess(time.monotonic(), deadline)
-            time.sleep(0.01)
+        self.assertTrue(deadline.wait_for(
+            lambda: len(_impl_test.NOTIFICATIONS) >= n),
+            _impl_test.NOTIFICATIONS)
         return _impl_test.NOTIFICATIONS
 
     def test_send_priority_and_publisher(self):

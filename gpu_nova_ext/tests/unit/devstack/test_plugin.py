@@ -32,6 +32,7 @@ import testtools
 
 from gpu_nova_ext import conf as gconf
 from gpu_nova_ext.operator import nova_conf
+from gpu_nova_ext.tests import deadline
 from gpu_nova_ext.tests.unit.operator import fakes
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -130,7 +131,8 @@ class TestDevstackPlugin(testtools.TestCase):
                 script.append('source %s/plugin.sh %s' % (PLUGIN, phase))
         proc = subprocess.run(['bash', '-c', '\n'.join(script)],
                               env=self._env(**local_conf), text=True,
-                              capture_output=True, timeout=60)
+                              capture_output=True,
+                              timeout=deadline.WAIT_S)
         self.assertEqual(0, proc.returncode, proc.stderr + proc.stdout)
         with open(self.calls) as f:
             return f.read().splitlines()

@@ -21,6 +21,7 @@ from gpu_nova_ext.agent import notifications
 from gpu_nova_ext import conf as gconf
 from gpu_nova_ext.operator import audit
 from gpu_nova_ext.operator import remediate_daemon
+from gpu_nova_ext.tests import deadline
 
 
 def payload(old, new, reasons=('XID 79: GPU has fallen off the bus',)):
@@ -82,7 +83,7 @@ class TestListener(testtools.TestCase):
         notifier = notifications.HealthNotifier(conf, 'cmp-1')
         notifier.send(payload('healthy', 'degraded'))
         notifier.send(payload('healthy', 'unhealthy'))
-        trigger = daemon.triggers.get(timeout=10)
+        trigger = daemon.triggers.get(timeout=deadline.WAIT_S)
         self.assertEqual(('cmp-1', '0000:3b:00.0'),
                          (trigger.host, trigger.gpu))
         self.assertRaises(queue.Empty, daemon.triggers.get, timeout=0.2)

@@ -25,8 +25,7 @@ import testtools
 from gpu_nova_ext import conf as gconf
 from gpu_nova_ext.state import rpc
 from gpu_nova_ext.state import transport
-
-WAIT = 10.0
+from gpu_nova_ext.tests import deadline
 
 
 def make_conf(url: str = 'fake://', register_messaging: bool = True
@@ -136,7 +135,7 @@ class TestMessagingOpts(testtools.TestCase):
         client = rpc.AgentStateClient(conf, lambda: None)
         self.addCleanup(client.stop)
         self.assertTrue(client.cast_state({'host': 'h'}))
-        self.assertTrue(sink.arrived.wait(WAIT))
+        self.assertTrue(sink.arrived.wait(deadline.WAIT_S))
 
 
 class TestChannel(testtools.TestCase):
@@ -164,7 +163,7 @@ class TestChannel(testtools.TestCase):
         agent = self._agent()
         self.assertTrue(agent.cast_state({'host': 'cmp-1'}))
         for sink in sinks:
-            self.assertTrue(sink.arrived.wait(WAIT))
+            self.assertTrue(sink.arrived.wait(deadline.WAIT_S))
             self.assertEqual([{'host': 'cmp-1'}], sink.payloads)
 
     def test_starting_scheduler_asks_every_agent(self):
@@ -174,7 +173,7 @@ class TestChannel(testtools.TestCase):
         server = self._server(Sink())
         self.assertTrue(server.running)
         for event in asked:
-            self.assertTrue(event.wait(WAIT))
+            self.assertTrue(event.wait(deadline.WAIT_S))
 
     def test_a_failing_cache_does_not_stop_the_server(self):
         sink = Sink(verdict=RuntimeError('boom'))
@@ -182,11 +181,11 @@ class TestChannel(testtools.TestCase):
         agent = self._agent()
         self.useFixture(fixtures.FakeLogger())
         agent.cast_state({'n': 1})
-        self.assertTrue(sink.arrived.wait(WAIT))
+        self.assertTrue(sink.arrived.wait(deadline.WAIT_S))
         sink.arrived.clear()
         sink.verdict = True
         agent.cast_state({'n': 2})
-        self.assertTrue(sink.arrived.wait(WAIT))
+        self.assertTrue(sink.arrived.wait(deadline.WAIT_S))
         self.assertEqual([{'n': 1}, {'n': 2}], sink.payloads)
 
     def test_start_and_stop_are_idempotent(self):
@@ -228,7 +227,7 @@ class TestChannel(testtools.TestCase):
         agent = rpc.AgentStateClient(self.conf, lambda: None)
         self.addCleanup(agent.stop)
         agent.cast_state({'host': 'h'})
-        self.assertTrue(sink.arrived.wait(WAIT))
+        self.assertTrue(sink.arrived.wait(deadline.WAIT_S))
 
 
 class TestBrokerDown(testtools.TestCase):

@@ -1,0 +1,112 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The tests' one deadline: a passing wait costs no sleep, a failing one
+ends at the deadline.  On a simulated clock (time.monotonic and
+time.sleep, which tenacity reads), so no assertion is about wall time."""
+import importlib
+
+import fixtures
+import testtools
+
+from gpu_nova_ext.tests import deadline
+
+
+class Clock:
+    def __init__(self):
+        self.now = 1000.0
+        self.sleeps = []
+
+    def monotonic(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+class TestDeadline(testtools.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.clock = Clock()
+        self.useFixture(fixtures.MonkeyPatch('time.monotonic',
+                                             self.clock.monotonic))
+        self.useFixture(fixtures.MonkeyPatch('time.sleep', self.clock.sleep))
+
+    def polls(self, values):
+        """A predicate answering ``values`` in turn, then the last."""
+        answers = list(values)
+        self.calls = 0
+
+        def predicate():
+            self.calls += 1
+            return answers.pop(0) if len(answers) > 1 else answers[0]
+        return predicate
+
+    def test_true_at_once_sleeps_not_at_all(self):
+        self.assertEqual('up', deadline.wait_for(self.polls(['up'])))
+        self.assertEqual([], self.clock.sleeps)
+
+    def test_returns_one_poll_after_it_happened(self):
+        result = deadline.wait_for(self.polls([None, 0, {'host': 1}]))
+        self.assertEqual({'host': 1}, result)
+        self.assertEqual(3, self.calls)
+        self.assertEqual([deadline.POLL_S] * 2, self.clock.sleeps)
+
+    def test_gives_up_at_the_deadline_with_the_last_value(self):
+        start = self.clock.now
+        self.assertEqual([], deadline.wait_for(self.polls([[]])))
+        waited = self.clock.now - start
+        self.assertGreaterEqual(waited, deadline.WAIT_S)
+        self.assertLess(waited, deadline.WAIT_S + 2 * deadline.POLL_S)
+
+    def test_environment_sets_the_deadline(self):
+        # registered first, so it runs after the variable is restored
+        self.addCleanup(importlib.reload, deadline)
+        self.useFixture(fixtures.EnvironmentVariable(
+            'GPU_NOVA_EXT_TEST_WAIT_S', '7.5'))
+        importlib.reload(deadline)
+        self.assertEqual(7.5, deadline.WAIT_S)
+        start = self.clock.now
+        self.assertIsNone(deadline.wait_for(self.polls([None])))
+        self.assertLess(self.clock.now - start, 7.5 + 2 * deadline.POLL_S)
+
+    def test_until_passes_returns_once_the_check_passes(self):
+        tries = []
+
+        def check():
+            tries.append(1)
+            if len(tries) < 3:
+                raise AssertionError('not yet')
+            return 'done'
+
+        self.assertEqual('done', deadline.until_passes(check))
+        self.assertEqual(2, len(self.clock.sleeps))
+
+    def test_until_passes_raises_the_last_assertion_at_the_deadline(self):
+        count = []
+
+        def check():
+            count.append(1)
+            raise AssertionError('try %d' % len(count))
+
+        err = self.assertRaises(AssertionError, deadline.until_passes, check)
+        self.assertEqual('try %d' % len(count), str(err))
+        self.assertGreaterEqual(sum(self.clock.sleeps), deadline.WAIT_S)
+
+    def test_other_errors_are_not_waited_out(self):
+        def check():
+            raise KeyError('boom')
+
+        self.assertRaises(KeyError, deadline.until_passes, check)
+        self.assertEqual([], self.clock.sleeps)
