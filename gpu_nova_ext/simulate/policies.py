@@ -15,8 +15,9 @@
 A policy is the scenario with some nova.conf options changed:
 
 * a preset by name: ``pack`` (fill GPUs and hosts first), ``spread``
-  (spread GPU servers over hosts and GPUs) and ``nova`` (Nova's own
-  filters and weighers, without ours);
+  (spread GPU servers over hosts and GPUs), ``nova`` (Nova's own
+  filters and weighers, without ours) and ``frag`` (fragmentation-aware:
+  GpuFragmentationWeigher decides, packing breaks its ties);
 * ``NAME=FILE``: a YAML file shaped like the scenario's ``nova_conf:``
   (``{group: {option: value}}``);
 * ``NAME=group.option=value,group.option=value``: the same inline, each
@@ -37,6 +38,9 @@ PRESETS = {
     'spread': {'gpu_weights': {'packing_weight_multiplier': 10.0},
                'gpu_scheduler': {'intra_host_policy': 'spread'}},
     'nova': {},
+    'frag': {'gpu_weights': {'fragmentation_weight_multiplier': 10.0,
+                             'packing_weight_multiplier': -1.0},
+             'gpu_scheduler': {'intra_host_policy': 'fragmentation'}},
 }
 #: The preset that runs without our filters and weighers.
 NOVA_ONLY = 'nova'

@@ -42,8 +42,9 @@ class TestAllWeighers(WeigherTestCase):
 
     def test_stevedore_namespace(self):
         self.assertEqual(
-            ['GpuCapabilityWeigher', 'GpuHostAvoidanceWeigher',
-             'GpuPackingWeigher', 'GpuPowerWeigher', 'GpuReservationWeigher',
+            ['GpuCapabilityWeigher', 'GpuFragmentationWeigher',
+             'GpuHostAvoidanceWeigher', 'GpuPackingWeigher',
+             'GpuPowerWeigher', 'GpuReservationWeigher',
              'GpuThermalWeigher', 'GpuUtilizationWeigher'],
             sorted(c.__name__ for c in gpu_weighers.all_weighers()))
 
