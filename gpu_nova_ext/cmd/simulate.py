@@ -46,10 +46,12 @@ def register(subparsers):
     parser.add_argument(
         '--compare', nargs='+', metavar='NAME[=FILE_OR_OVERRIDES]',
         help='Run the scenario once per policy (same hosts, steps, workload '
-             'and seed) and compare them.  Presets: %s ("nova": Nova\'s own '
-             'filters and weighers without ours); NAME=FILE (a YAML '
-             'nova_conf fragment) or NAME=group.option=value,...'
-             % ', '.join(policies.PRESETS))
+             'and seed) and compare them.  Presets: %s; NAME=FILE (a YAML '
+             'nova_conf fragment) or NAME=group.option=value,...  Every '
+             'placement is checked against its flavor\'s gpu: extra specs: '
+             'a server on a GPU they do not allow is counted as misplaced.'
+             % '; '.join('%s: %s' % (name, policies.DESCRIPTIONS[name])
+                         for name in policies.PRESETS))
     parser.add_argument(
         '--plot', metavar='FILE.png',
         help='Draw GPU allocation rate against arrived load, one line per '

@@ -10,7 +10,7 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""A scenario's option keys: ``nova_conf:`` and ``agent_conf:``.
+"""A scenario's option keys: nova_conf:, agent_conf:, placement_conf:.
 
 ``nova_conf:`` is checked for shape here and against Nova's options by
 :mod:`gpu_nova_ext.simulate.nova_env` (that needs Nova).  ``agent_conf:``
@@ -20,12 +20,22 @@ report_interval`` / ``metrics_interval`` (both run on the simulated
 clock); each value is checked against the option's type, choices and
 bounds here, before any service starts.  The agent's other options
 (where it finds libvirt, NVML and Placement) are the simulator's.
+
+``placement_conf:`` sets options of the embedded Placement's
+``[placement]`` and ``[workarounds]`` groups, checked against Placement's
+own option definitions (``placement.conf.register_opts`` on a private
+ConfigOpts).  Without it the simulator runs with the settings we
+recommend (:mod:`gpu_nova_ext.operator.scale_settings`, Nova's
+``[scheduler] max_placement_results`` included); a mapping changes
+options on top of them; ``placement_conf: stock`` runs Placement's and
+Nova's stock defaults.
 """
 from typing import Any
 
 from oslo_config import cfg
 
 from gpu_nova_ext import conf as gconf
+from gpu_nova_ext.operator import scale_settings
 from gpu_nova_ext.simulate import checks
 
 #: group -> options a scenario may set (None: every option of the group)
@@ -44,6 +54,63 @@ def nova_conf(check: checks.Checker, value: Any) -> dict[str, dict[str, Any]]:
         check.finite_values(opts, entry)
         out[str(group)] = {str(k): v for k, v in opts.items()}
     return out
+
+
+#: Placement option groups a scenario may set (database, auth and the API
+#: are the simulator's)
+PLACEMENT_GROUPS = ('placement', 'workarounds')
+#: ``placement_conf: stock``: Placement's and Nova's stock defaults
+STOCK = 'stock'
+
+
+def placement_opts() -> cfg.ConfigOpts:
+    """A ConfigOpts with Placement's own options registered."""
+    from placement import conf as placement_conf_module
+    conf = cfg.ConfigOpts()
+    placement_conf_module.register_opts(conf)
+    return conf
+
+
+def placement_conf(check: checks.Checker, value: Any
+                   ) -> tuple[dict[tuple[str, str], Any], bool]:
+    """``(options, recommended)`` of ``placement_conf:``.
+
+    ``options`` is ``{(group, option): value}`` for the embedded
+    Placement; ``recommended`` says whether the simulator's defaults are
+    the recommended settings (False for ``stock``).
+    """
+    if value == STOCK:
+        return {}, False
+    if value is None:
+        return dict(scale_settings.PLACEMENT), True
+    if isinstance(value, str):
+        raise check.fail('placement_conf', 'expected %r or a mapping of '
+                         '{group: {option: value}} (groups: %s)'
+                         % (STOCK, ', '.join(PLACEMENT_GROUPS)))
+    value = check.mapping(value, 'placement_conf')
+    check.keys(value, PLACEMENT_GROUPS, 'placement_conf')
+    conf = placement_opts()
+    # the simulator's own database (not checked: set by the embedded app)
+    conf.set_override('connection', 'sqlite://', group='placement_database')
+    conf([], project='placement', default_config_files=[],
+         default_config_dirs=[])
+    out = dict(scale_settings.PLACEMENT)
+    for group, opts in value.items():
+        entry = 'placement_conf.%s' % group
+        opts = check.mapping(opts, entry)
+        check.keys(opts, tuple(getattr(conf, group)), entry)
+        for name, val in opts.items():
+            check.finite_values(val, '%s.%s' % (entry, name))
+            try:
+                conf.set_override(name, val, group)
+                # set_override converts; reading it back checks choices
+                getattr(getattr(conf, group), name)
+            except (ValueError, TypeError, cfg.Error) as exc:
+                raise check.fail('%s.%s' % (entry, name), 'bad value %r: '
+                                 '%s. See the option in Placement\'s '
+                                 'configuration reference.' % (val, exc))
+            out[(group, name)] = val
+    return out, True
 
 
 def _agent_opts() -> cfg.ConfigOpts:

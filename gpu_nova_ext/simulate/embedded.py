@@ -162,11 +162,16 @@ class EmbeddedPlacement:
         in memory (lost at :meth:`stop` of the process, kept across a
         ``stop()``/``start()`` of the server).
     :param host: address to listen on (loopback by default).
+    :param options: ``{(group, option): value}`` set on the application's
+        configuration (Placement's own options, e.g. ``('placement',
+        'max_allocation_candidates')``); Placement's defaults otherwise.
     """
 
     def __init__(self, db_path: str | None = None, host: str = '127.0.0.1',
-                 thread_yield: bool = True):
+                 thread_yield: bool = True,
+                 options: dict[tuple[str, str], Any] | None = None):
         self.db_path = db_path
+        self.options = dict(options or {})
         # oslo.db yields the thread at each connection check-in (for
         # eventlet); a single-threaded in-process user has nobody to yield
         # to, and on a busy machine each yield costs a scheduler slice
@@ -356,6 +361,8 @@ class EmbeddedPlacement:
         conf.set_override('connection', url, group='placement_database')
         conf.set_override('sync_on_startup', False,
                           group='placement_database')
+        for (group, name), value in self.options.items():
+            conf.set_override(name, value, group=group)
         conf([], project='placement', default_config_files=[],
              default_config_dirs=[])
         # The context manager is a process global that can be configured

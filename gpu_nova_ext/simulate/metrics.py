@@ -14,7 +14,9 @@
 
 * **GPU units**: a whole GPU is one unit; a vGPU is ``1 / n`` of its GPU
   when the GPU holds ``n`` of its type (the GPU's Placement inventory).
-* **GPU allocation rate**: GPU units allocated / all GPUs.
+* **GPU allocation rate**: GPU units allocated / all GPUs; given with
+  and without the units of misplaced servers (on a GPU their flavor's
+  ``gpu:`` keys do not allow, :mod:`.misplaced`).
 * **Arrived load**: GPU units requested by every server that arrived so
   far (placed, failed or since deleted), in % of all GPUs.  A flavor's
   units: what it asks of Placement (Nova's own resource request) divided
@@ -79,6 +81,9 @@ class Meter:
         self.needs = {name: self._need(f)
                       for name, f in scenario.flavors.items()}
         self.used_units = 0.0
+        #: units held by misplaced servers (included in used_units)
+        self.misplaced_units = 0.0
+        self.misplaced: set[str] = set()     # their instance UUIDs
         self.arrived_units = 0.0
         self.first_failure: dict[str, Any] | None = None
         if scenario.workload is not None:
@@ -124,6 +129,11 @@ class Meter:
     def allocation_pct(self) -> float:
         return _pct(self.used_units, len(self.gpus))
 
+    @property
+    def placed_allocation_pct(self) -> float:
+        """The allocation rate without misplaced servers."""
+        return _pct(self.used_units - self.misplaced_units, len(self.gpus))
+
     def arrive(self, flavor) -> float:
         need = self.needs.get(flavor.name)
         if need is not None:
@@ -137,6 +147,8 @@ class Meter:
             if gpu is not None:
                 gpu.used += sign * amount
                 self.used_units += sign * amount / gpu.capacity
+                if instance_uuid in self.misplaced:
+                    self.misplaced_units += sign * amount / gpu.capacity
 
     def failed(self, server, flavor) -> None:
         if self.first_failure is None and self.needs_gpu(flavor.name):
@@ -146,8 +158,9 @@ class Meter:
                 'gpu_allocation_pct': self.allocation_pct,
                 'fragmentation_pct': self.fragmentation_pct()}
 
-    def point(self) -> tuple[float, float]:
-        return self.arrived_pct, self.allocation_pct
+    def point(self) -> tuple[float, float, float]:
+        return (self.arrived_pct, self.allocation_pct,
+                self.placed_allocation_pct)
 
     # -- figures -----------------------------------------------------------
 
@@ -182,7 +195,12 @@ class Meter:
                 spec.memory_mb * spec.ram_allocation_ratio)
 
     def summary(self, result) -> dict[str, Any]:
-        placed = sum(1 for s in result.servers if not s.error)
+        landed = [s for s in result.servers if not s.error]
+        placed = sum(1 for s in landed if not s.misplaced)
+        misplaced: dict[str, int] = {}
+        for s in landed:
+            if s.misplaced:
+                misplaced[s.flavor] = misplaced.get(s.flavor, 0) + 1
         refused = sum(1 for s in result.servers if s.quota)
         by_model: dict[str, list[float]] = {}
         busy_hosts = set()
@@ -197,11 +215,16 @@ class Meter:
                        if h.used['instances']}
         return {
             'servers_placed': placed,
-            'servers_failed': len(result.servers) - placed - refused,
+            'servers_misplaced': len(landed) - placed,
+            'misplaced_by_flavor': dict(sorted(misplaced.items())),
+            'servers_failed': len(result.servers) - len(landed) - refused,
             'servers_refused_by_quota': refused,
             'servers_deleted': result.deleted,
             'hosts': len(self.hosts), 'gpus': len(self.gpus),
+            # every allocation, misplaced servers' included
             'gpu_allocation_pct': self.allocation_pct,
+            'gpu_allocation_pct_without_misplaced':
+                self.placed_allocation_pct,
             'arrived_pct': self.arrived_pct,
             'first_gpu_failure': self.first_failure,
             'fragmentation_pct': self.fragmentation_pct(),

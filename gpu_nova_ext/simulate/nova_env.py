@@ -47,6 +47,7 @@ import os_traits
 from oslo_config import cfg
 
 from gpu_nova_ext import conf as gconf
+from gpu_nova_ext.operator import scale_settings
 from gpu_nova_ext.simulate import reservations
 from gpu_nova_ext.simulate import scenario as scn
 
@@ -92,7 +93,10 @@ class NovaConfig:
       ``pci_in_placement = True`` (passthrough GPUs are PCI-in-Placement
       providers here);
     * ``[gpu_scheduler] state_listener = False``: the simulator feeds the
-      state cache through its own ``fake://`` state server.
+      state cache through its own ``fake://`` state server;
+    * ``[scheduler] max_placement_results``: what we recommend
+      (:mod:`gpu_nova_ext.operator.scale_settings`) unless the scenario
+      says ``placement_conf: stock``.
     """
 
     def __init__(self, scenario: scn.Scenario):
@@ -119,6 +123,11 @@ class NovaConfig:
             },
             'gpu_scheduler': {'state_listener': False},
         }
+        if getattr(self.scenario, 'recommended', True):
+            # what operator/scale_settings.py recommends (placement_conf:
+            # stock leaves Nova's stock limit)
+            for (group, name), value in scale_settings.NOVA.items():
+                defaults.setdefault(group, {})[name] = value
         for group, opts in defaults.items():
             for name, value in opts.items():
                 self._set(name, value, group)

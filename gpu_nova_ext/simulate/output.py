@@ -20,6 +20,7 @@ import csv
 import io
 import json
 
+from gpu_nova_ext.simulate import misplaced
 from gpu_nova_ext.simulate import quotas
 from gpu_nova_ext.simulate import reservations
 from gpu_nova_ext.simulate import result as runner
@@ -42,7 +43,7 @@ def to_json(results: list[runner.Result]) -> str:
 
 
 CSV_FIELDS = ('policy', 'server', 'flavor', 'host', 'gpus', 'error',
-              'arrived_pct')
+              'arrived_pct', 'misplaced')
 #: with ``remediation:``, a row per move follows the servers' rows
 CSV_MOVE_FIELDS = ('record', 'step', 'from_host', 'from_gpus', 'action',
                    'outcome')
@@ -63,14 +64,14 @@ def to_csv(results: list[runner.Result]) -> str:
         for s in result.servers:
             writer.writerow([result.policy or '', s.server, s.flavor,
                              s.host or '', ' '.join(s.gpus), s.error or '',
-                             '%.2f' % s.arrived_pct] +
+                             '%.2f' % s.arrived_pct, s.misplaced or ''] +
                             (['boot', '', '', '', '', ''] if moves else []))
         flavors = {s.server: s.flavor for s in result.servers}
         for m in result.moves or []:
             writer.writerow([
                 result.policy or '', m.server, flavors.get(m.server, ''),
                 m.to_host or '', ' '.join(m.to_gpus),
-                '' if m.outcome == 'moved' else m.why(), '', 'move',
+                '' if m.outcome == 'moved' else m.why(), '', '', 'move',
                 str(m.step), m.host, ' '.join(m.gpus), m.action,
                 m.outcome])
     return out.getvalue()
@@ -133,6 +134,7 @@ def to_table(results: list[runner.Result]) -> str:
             out += ['', '== policy %s ==' % result.policy]
             moves = _moves(result)
             out += moves + ([''] if moves else []) + _missing(result)
+            out += _misplaced(result)
             out += _summary(result)
         return '\n'.join(out)
     result = results[0]
@@ -146,7 +148,8 @@ def to_table(results: list[runner.Result]) -> str:
     else:
         out.append('%d GPUs: per-GPU rows are in --format json.'
                    % len(result.occupancy))
-    out += (_missing(result) + reservations.table(result)
+    out += (_missing(result) + _misplaced(result) +
+            reservations.table(result)
             + quotas.table(result.quotas or []))
     if scenario.workload is not None or len(result.servers) > MAX_ROWS:
         out += [''] + _summary(result)
@@ -174,17 +177,27 @@ def _missing(result: runner.Result) -> list[str]:
     return out
 
 
+def _misplaced(result: runner.Result) -> list[str]:
+    """Servers on a GPU their flavor did not ask for: never silent."""
+    line = misplaced.warning(None, result.servers)
+    return ['', line] if line else []
+
+
 def _summary(result: runner.Result) -> list[str]:
     s = result.summary
     first = s.get('first_gpu_failure')
     rows = [
-        ['servers placed / failed / deleted', '%d / %d / %d' % (
-            s['servers_placed'], s['servers_failed'],
-            s['servers_deleted'])],
+        ['servers placed / misplaced / failed / deleted',
+         '%d / %d / %d / %d' % (
+             s['servers_placed'], s['servers_misplaced'],
+             s['servers_failed'], s['servers_deleted'])],
     ] + ([['servers refused by quota', str(s['servers_refused_by_quota'])]]
          if s.get('servers_refused_by_quota') else []) + [
-        ['GPU allocation rate', '%.1f%% of %d GPUs on %d hosts' % (
-            s['gpu_allocation_pct'], s['gpus'], s['hosts'])],
+        ['GPU allocation rate (misplaced incl.)',
+         '%.1f%% of %d GPUs on %d hosts' % (
+             s['gpu_allocation_pct'], s['gpus'], s['hosts'])],
+        ['GPU allocation rate (misplaced excl.)', '%.1f%%' % (
+            s['gpu_allocation_pct_without_misplaced'])],
         ['arrived load', '%.1f%%' % s['arrived_pct']],
         ['first GPU failure', 'none' if first is None else
          '%s at %.1f%% arrived, %.1f%% allocated, %.1f%% fragmented' % (
@@ -210,9 +223,14 @@ def compare_table(results: list[runner.Result]) -> list[str]:
 
     rows = [
         ['placed', [str(r.summary['servers_placed']) for r in results]],
+        ['misplaced (wrong GPU)', [str(r.summary['servers_misplaced'])
+                                   for r in results]],
         ['failed', [str(r.summary['servers_failed']) for r in results]],
-        ['GPU allocation', ['%.1f%%' % r.summary['gpu_allocation_pct']
-                            for r in results]],
+        ['GPU allocation (misplaced incl.)', [
+            '%.1f%%' % r.summary['gpu_allocation_pct'] for r in results]],
+        ['GPU allocation (misplaced excl.)', [
+            '%.1f%%' % r.summary['gpu_allocation_pct_without_misplaced']
+            for r in results]],
         ['arrived at 1st GPU failure', [first(r, 'arrived_pct')
                                         for r in results]],
         ['allocation at 1st GPU failure', [first(r, 'gpu_allocation_pct')
@@ -235,15 +253,31 @@ def compare_table(results: list[runner.Result]) -> list[str]:
 
 
 def plot(results: list[runner.Result], path: str) -> None:
-    """GPU allocation rate against arrived load, one line per policy."""
+    """GPU allocation rate against arrived load, one line per policy.
+
+    A policy with misplaced servers gets a dashed line of its allocation
+    without them, and an ``x`` where each misplaced server landed.
+    """
     import matplotlib
     matplotlib.use('Agg')
     from matplotlib import pyplot
     fig, ax = pyplot.subplots(figsize=(7, 4.5))
     for result in results:
+        name = result.policy or 'scenario'
         xs = [p[0] for p in result.curve]
         ys = [p[1] for p in result.curve]
-        ax.plot(xs, ys, label=result.policy or 'scenario')
+        line, = ax.plot(xs, ys, label=name)
+        if not result.summary.get('servers_misplaced'):
+            continue
+        ax.plot(xs, [p[2] for p in result.curve], linestyle='--',
+                color=line.get_color(),
+                label='%s without misplaced servers' % name)
+        # result.curve has a point per server, in order
+        bad = [p for s, p in zip(result.servers, result.curve)
+               if s.misplaced]
+        ax.plot([p[0] for p in bad], [p[1] for p in bad], 'x',
+                color=line.get_color(),
+                label='%s: misplaced server (%d)' % (name, len(bad)))
     ax.set_xlabel('arrived load (% of GPU capacity requested)')
     ax.set_ylabel('GPU allocation rate (%)')
     ax.set_ylim(0, 100)
@@ -273,7 +307,8 @@ def _servers(result: runner.Result) -> list[str]:
         else:
             rows.append([server.server, server.flavor, server.host,
                          ', '.join(server.gpus) or '-',
-                         _why(server)])
+                         ('MISPLACED: %s; ' % server.misplaced
+                          if server.misplaced else '') + _why(server)])
     for step in sorted(events):
         rows += [_event_row(e) for e in events[step]]
     out += _table(['SERVER', 'FLAVOR', 'HOST', 'GPU',

@@ -16,7 +16,8 @@ A policy is the scenario with some nova.conf options changed:
 
 * a preset by name: ``pack`` (fill GPUs and hosts first), ``spread``
   (spread GPU servers over hosts and GPUs), ``nova`` (Nova's own
-  filters and weighers, without ours) and ``frag`` (fragmentation-aware:
+  filters and weighers, without ours: see :data:`DESCRIPTIONS` for what
+  it cannot honour) and ``frag`` (fragmentation-aware:
   GpuFragmentationWeigher decides, packing breaks its ties);
 * ``NAME=FILE``: a YAML file shaped like the scenario's ``nova_conf:``
   (``{group: {option: value}}``);
@@ -41,6 +42,22 @@ PRESETS = {
     'frag': {'gpu_weights': {'fragmentation_weight_multiplier': 10.0,
                              'packing_weight_multiplier': -1.0},
              'gpu_scheduler': {'intra_host_policy': 'fragmentation'}},
+}
+#: What each preset does, and cannot do (``--help``, the docs).
+DESCRIPTIONS = {
+    'pack': 'fill GPUs and hosts first (packing weigher negative, '
+            'intra_host_policy pack)',
+    'spread': 'spread GPU servers over hosts and GPUs (packing weigher '
+              'positive, intra_host_policy spread)',
+    'nova': 'Nova\'s own filters and weighers, without ours: it cannot '
+            'honour gpu: extra specs (model, vendor, mode, vGPU type, '
+            'memory, CUDA capability, driver, health), so a flavor whose '
+            'resource class several GPU models share may land on the wrong '
+            'model; such servers are counted as misplaced, not placed',
+    'frag': 'fragmentation-aware: each server where it strands least of '
+            'the GPU capacity the expected request mix could use '
+            '(fragmentation weigher 10, packing weigher -1 to break its '
+            'ties, intra_host_policy fragmentation)',
 }
 #: The preset that runs without our filters and weighers.
 NOVA_ONLY = 'nova'

@@ -37,6 +37,8 @@ class ServerResult:
     arrived_pct: float = 0.0
     project: str | None = None       # the boot's project: (reservations)
     quota: bool = False              # refused by quota, never scheduled
+    #: why its GPUs do not satisfy its flavor's gpu: request (misplaced.py)
+    misplaced: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         if self.error is not None:
@@ -50,6 +52,8 @@ class ServerResult:
                'weights': dict(self.weights)}
         if self.project is not None:
             out['project'] = self.project
+        if self.misplaced is not None:
+            out['misplaced'] = self.misplaced
         return out
 
 
@@ -127,8 +131,9 @@ class Result:
     #: its GPU state was missing in the scheduler (GPU filters excluded it)
     missing_state: dict[str, int] = dataclasses.field(default_factory=dict)
     summary: dict[str, Any] = dataclasses.field(default_factory=dict)
-    #: (arrived %, GPU allocation rate %) after each boot
-    curve: list[tuple[float, float]] = dataclasses.field(
+    #: (arrived %, GPU allocation rate %, the same without misplaced
+    #: servers %) after each boot
+    curve: list[tuple[float, float, float]] = dataclasses.field(
         default_factory=list)
     #: remediation's moves (None: the scenario has no ``remediation:``)
     moves: list[MoveResult] | None = None

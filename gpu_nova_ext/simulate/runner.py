@@ -55,6 +55,7 @@ from gpu_nova_ext.simulate import conf_keys
 from gpu_nova_ext.simulate import flows
 from gpu_nova_ext.simulate import host as sim_host
 from gpu_nova_ext.simulate import metrics
+from gpu_nova_ext.simulate import misplaced
 from gpu_nova_ext.simulate import nova_env
 from gpu_nova_ext.simulate import nova_handlers
 from gpu_nova_ext.simulate import quotas as sim_quotas
@@ -124,12 +125,14 @@ class Simulation(flows.HealthFlow):
                                                      novaconf.conf)
             from gpu_nova_ext.simulate import embedded
             # an in-memory database: one connection, no file I/O
-            placement = embedded.EmbeddedPlacement(thread_yield=False)
+            placement = embedded.EmbeddedPlacement(
+                thread_yield=False, options=self.scenario.placement_conf)
             endpoint = placement.mount_endpoint()
             self.placement = placement
             self.progress('placement: openstack-placement in process '
-                          '(%s)' % endpoint)
+                          '(%s); %s' % (endpoint, self._settings(novaconf)))
             cache = self._cache = self._make_cache(novaconf.conf)
+            self.checker = misplaced.Checker()
             self.progress('nova: %d filters, %d weighers; state cache on '
                           'the simulated clock (state_ttl %.0f s)' % (
                               len(scheduler.filters),
@@ -161,6 +164,9 @@ class Simulation(flows.HealthFlow):
             t0, c0 = time.monotonic(), time.process_time()
             result.occupancy = self._occupancy(cache)
             result.summary = self.meter.summary(result)
+            warning = misplaced.warning(None, result.servers)
+            if warning:
+                self.progress(warning)
             result.timings['occupancy'] = time.monotonic() - t0
             result.cpu['occupancy'] = time.process_time() - c0
         finally:
@@ -185,6 +191,19 @@ class Simulation(flows.HealthFlow):
         return result
 
     # -- set-up ------------------------------------------------------------
+
+    def _settings(self, novaconf) -> str:
+        """The candidate settings in a line: stock or recommended."""
+        conf = self.placement.conf
+        return ('%s settings: [placement] max_allocation_candidates %d, '
+                'allocation_candidates_generation_strategy %s, '
+                '[workarounds] optimize_for_wide_provider_trees %s; nova '
+                '[scheduler] max_placement_results %d' % (
+                    'recommended' if self.scenario.recommended else 'stock',
+                    conf.placement.max_allocation_candidates,
+                    conf.placement.allocation_candidates_generation_strategy,
+                    conf.workarounds.optimize_for_wide_provider_trees,
+                    novaconf.conf.scheduler.max_placement_results))
 
     def _make_cache(self, conf):
         """The scheduler's state cache, on the simulated clock.
@@ -353,6 +372,10 @@ class Simulation(flows.HealthFlow):
             self.progress('boot %s (%s): %s' % (server.server, server.flavor,
                                                 server.error))
             return server
+        server.misplaced = self.checker.check(flavor, host.payload,
+                                              server.gpus)
+        if server.misplaced:
+            self.meter.misplaced.add(instance_uuid)
         self.meter.consumed(host, instance_uuid, +1)
         result.curve.append(self.meter.point())
         host.cycle(self.clock.wall())
@@ -362,9 +385,11 @@ class Simulation(flows.HealthFlow):
         if lifetime:
             self._expiry.setdefault(self.step_no + lifetime, []).append(
                 server.server)
-        self.progress('boot %s (%s): %s %s' % (
+        self.progress('boot %s (%s): %s %s%s' % (
             server.server, server.flavor, server.host,
-            ','.join(server.gpus) or '-'))
+            ','.join(server.gpus) or '-',
+            ' MISPLACED: %s' % server.misplaced if server.misplaced
+            else ''))
         return server
 
     def _delete_matching(self, result, cache, step: st.Delete) -> None:
@@ -388,6 +413,7 @@ class Simulation(flows.HealthFlow):
         self.projects.pop(name, None)
         host = self.hosts[host_name]
         self.meter.consumed(host, instance_uuid, -1)
+        self.meter.misplaced.discard(instance_uuid)
         self.sched.delete(instance_uuid, host_name)
         host.release(instance_uuid)
         host.cycle(self.clock.wall())

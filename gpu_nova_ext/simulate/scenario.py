@@ -48,7 +48,7 @@ DEFAULT_SCENARIO = os.path.join(SCENARIO_DIR, 'default.yaml')
 
 TOP_KEYS = ('description', 'nova_conf', 'hosts', 'flavors', 'boots',
             'workload', 'step_seconds', 'remediation', 'agent_conf',
-            'reservations', 'quotas')
+            'reservations', 'quotas', 'placement_conf')
 HOST_KEYS = ('name', 'count', 'libvirt_xml', 'libvirt_xml_inline', 'vcpus',
              'memory_mb', 'disk_gb', 'cpu_allocation_ratio',
              'ram_allocation_ratio', 'disk_allocation_ratio',
@@ -124,6 +124,12 @@ class Scenario:
     #: (group, option) -> value for every host's agent
     agent_conf: dict[tuple[str, str], Any] = dataclasses.field(
         default_factory=dict)
+    #: (group, option) -> value for the embedded Placement
+    placement_conf: dict[tuple[str, str], Any] = dataclasses.field(
+        default_factory=dict)
+    #: runs with the recommended Placement and Nova settings
+    #: (operator/scale_settings.py); False: ``placement_conf: stock``
+    recommended: bool = True
     #: our filters and weighers on (``--compare``'s "nova" turns them off)
     gpu_plugins: bool = True
     #: ``reservations:`` (simulate/reservations.py)
@@ -210,6 +216,8 @@ def from_dict(data: Any, path: str) -> Scenario:
             maximum=86400.0)
     scenario.agent_conf = conf_keys.agent_conf(
         check, data.get('agent_conf') or {})
+    scenario.placement_conf, scenario.recommended = (
+        conf_keys.placement_conf(check, data.get('placement_conf')))
     if data.get('remediation') is not None:
         scenario.remediation = remediation_spec.parse(
             check, data['remediation'])

@@ -144,6 +144,61 @@ class TestCompare(CloudTestCase):
         self.assertEqual(flavors[0][:short], flavors[1][:short])
 
 
+class TestMisplaced(CloudTestCase):
+
+    def test_nova_misplaces_models_sharing_vgpu(self):
+        """Two vGPU models behind one resource class (VGPU).
+
+        Nova's chain cannot read gpu:model: its RAM weigher prefers the
+        A100 hosts (more free RAM), so L40S servers land on A100s.  The
+        after-the-fact check counts them as misplaced, not placed; pack
+        (our filters) misplaces none.
+        """
+        l40s = {'name': 'l40s', 'count': 2, 'vcpus': 64,
+                'memory_mb': 262144,
+                'gpus': [{'model': 'L40S', 'count': 1, 'mode': 'vgpu-vfio',
+                          'vgpu_type': 'nvidia-1061',
+                          'vgpu_name': 'NVIDIA L40S-12Q'}]}
+        scenario = {
+            'hosts': [_a100('a100', 2, gpus=1), l40s],
+            'flavors': [
+                _flavor('vgpu.a100', {'resources:VGPU': '1',
+                                      'gpu:model': 'A100'}),
+                _flavor('vgpu.l40s', {'resources:VGPU': '1',
+                                      'gpu:model': 'L40S'})],
+            'boots': [{'flavor': 'vgpu.l40s', 'count': 2},
+                      {'flavor': 'vgpu.a100', 'count': 2}]}
+        data, err = self.simulate(scenario, '--compare', 'pack', 'nova')
+        by_policy = {p['policy']: p for p in data['policies']}
+        pack, nova = by_policy['pack'], by_policy['nova']
+        self.assertEqual(0, pack['summary']['servers_misplaced'])
+        self.assertEqual(4, pack['summary']['servers_placed'])
+        self.assertNotIn('misplaced', ' '.join(
+            str(p) for p in pack['placements']))
+        for p in pack['placements']:
+            self.assertTrue(p['host'].startswith(p['flavor'][5:]), p)
+        # nova: every L40S server on an A100 host is misplaced, with why
+        wrong = [p for p in nova['placements']
+                 if not p['host'].startswith(p['flavor'][5:])]
+        self.assertTrue(wrong)
+        self.assertEqual(sorted(p['server'] for p in wrong),
+                         sorted(p['server'] for p in nova['placements']
+                                if 'misplaced' in p))
+        self.assertIn('does not meet model L40S', ' '.join(
+            p['misplaced'] for p in wrong
+            if p['flavor'] == 'vgpu.l40s'))
+        summary = nova['summary']
+        self.assertEqual(len(wrong), summary['servers_misplaced'])
+        self.assertEqual(4 - len(wrong), summary['servers_placed'])
+        by_flavor = {}
+        for p in wrong:
+            by_flavor[p['flavor']] = by_flavor.get(p['flavor'], 0) + 1
+        self.assertEqual(by_flavor, summary['misplaced_by_flavor'])
+        self.assertLess(summary['gpu_allocation_pct_without_misplaced'],
+                        summary['gpu_allocation_pct'])
+        self.assertIn('WARNING: %d server(s) on a GPU' % len(wrong), err)
+
+
 class TestTimeAndDeletes(CloudTestCase):
 
     def test_agent_down_excludes_host_and_says_so(self):
@@ -240,7 +295,7 @@ class TestOutputs(CloudTestCase):
             capture_output=True, text=True, timeout=TIMEOUT)
         self.assertEqual(0, proc.returncode, proc.stderr[-2000:])
         rows = proc.stdout.splitlines()
-        self.assertEqual('policy,server,flavor,host,gpus,error,arrived_pct',
-                         rows[0])
+        self.assertEqual('policy,server,flavor,host,gpus,error,arrived_pct,'
+                         'misplaced', rows[0])
         self.assertEqual(len(data['policies'][0]['placements']),
                          len(rows) - 1)
