@@ -128,11 +128,12 @@ Possible values:
 
 * A positive number: put each request where the cloud keeps most of its
   ability to take the requests it is expected to get (after
-  Fragmentation Gradient Descent, Weng et al., USENIX ATC'23).  With it,
-  set ``[gpu_scheduler] intra_host_policy = fragmentation`` and a small
-  negative ``packing_weight_multiplier`` (for example -1.0) to break its
-  ties towards packing; ``gpu-nova-ext simulate --compare frag`` runs
-  that combination.
+  Fragmentation Gradient Descent, Weng et al., USENIX ATC'23).  Use 100
+  (ten times the packing weigher's default), keep
+  ``packing_weight_multiplier`` at -10.0 to break its ties towards
+  packing (it outweighs Nova's RAM/CPU/disk spreading), and set
+  ``[gpu_scheduler] intra_host_policy = fragmentation``;
+  ``gpu-nova-ext simulate --compare frag`` runs that combination.
 * 0: off.
 
 Related options:

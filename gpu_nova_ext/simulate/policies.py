@@ -39,8 +39,8 @@ PRESETS = {
     'spread': {'gpu_weights': {'packing_weight_multiplier': 10.0},
                'gpu_scheduler': {'intra_host_policy': 'spread'}},
     'nova': {},
-    'frag': {'gpu_weights': {'fragmentation_weight_multiplier': 10.0,
-                             'packing_weight_multiplier': -1.0},
+    'frag': {'gpu_weights': {'fragmentation_weight_multiplier': 100.0,
+                             'packing_weight_multiplier': -10.0},
              'gpu_scheduler': {'intra_host_policy': 'fragmentation'}},
 }
 #: What each preset does, and cannot do (``--help``, the docs).
@@ -56,8 +56,8 @@ DESCRIPTIONS = {
             'model; such servers are counted as misplaced, not placed',
     'frag': 'fragmentation-aware: each server where it strands least of '
             'the GPU capacity the expected request mix could use '
-            '(fragmentation weigher 10, packing weigher -1 to break its '
-            'ties, intra_host_policy fragmentation)',
+            '(fragmentation weigher 100; the packing weigher at -10, as '
+            'in pack, breaks its ties; intra_host_policy fragmentation)',
 }
 #: The preset that runs without our filters and weighers.
 NOVA_ONLY = 'nova'
