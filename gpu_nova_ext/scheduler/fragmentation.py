@@ -88,23 +88,80 @@ def fragmentation(free: Iterable[float], vcpus: float, ram_mb: float,
     :param vcpus: free vCPUs of the host (allocation ratio applied).
     :param ram_mb: free RAM of the host in MiB (allocation ratio applied).
     """
-    free = [f for f in free if f > 0]
+    free = sorted(f for f in free if f > 0)
     total = sum(free)
     if total <= 0:
         return 0.0
-    whole = sum(1 for f in free if f >= _WHOLE)
+    whole = 0
+    for f in free:
+        if f >= _WHOLE:
+            whole += 1
     partial = total - whole
+    whole += 1e-9
     out = 0.0
     for prob, cpu, ram, gpus in mix.whole:
-        if cpu > vcpus or ram > ram_mb or gpus > whole + 1e-9:
+        if cpu > vcpus or ram > ram_mb or gpus > whole:
             out += prob * total
         else:
             out += prob * partial
-    for prob, cpu, ram, units in mix.part:
+    if mix.part:
+        # part shapes ascend by share, free ascends: one walk
+        below = 0.0
+        i, n = 0, len(free)
+        for prob, cpu, ram, units in mix.part:
+            if cpu > vcpus or ram > ram_mb:
+                out += prob * total
+                continue
+            limit = units - 1e-9
+            while i < n and free[i] < limit:
+                below += free[i]
+                i += 1
+            out += prob * below
+    return out
+
+
+def share_costs(free: list[float], vcpus: float, ram_mb: float, mix: Mix,
+                share: float) -> dict[float, float]:
+    """Free units of a GPU -> how taking ``share`` there fragments the host.
+
+    For a request of part of one GPU (a vGPU) on a host: the change of the
+    host's fragmentation, up to a term that is the same whichever GPU
+    gives the share, keyed by the GPU's free units before.  Only the
+    chosen GPU changes, so a whole-GPU shape only sees whether it was
+    whole, and a vGPU shape whether it falls below the shape's share.
+
+    :param vcpus: free vCPUs after the request; ``ram_mb`` likewise.
+    """
+    free = [f for f in free if f > 0]
+    total = sum(free) - share
+    whole = sum(1 for f in free if f >= _WHOLE)
+    # the whole-GPU shapes' term when the share comes from a whole GPU
+    # (one whole GPU fewer) and when from a partly used one
+    from_whole = from_part = 0.0
+    partial_w = total - (whole - 1)     # after: one whole GPU fewer
+    partial_p = total - whole
+    for prob, cpu, ram, gpus in mix.whole:
         if cpu > vcpus or ram > ram_mb:
-            out += prob * total
-        else:
-            out += prob * sum(f for f in free if f < units - 1e-9)
+            continue
+        from_whole += prob * (total if gpus > whole - 1 + 1e-9
+                              else partial_w)
+        from_part += prob * (total if gpus > whole + 1e-9 else partial_p)
+    part = [(prob, units - 1e-9) for prob, cpu, ram, units in mix.part
+            if cpu <= vcpus and ram <= ram_mb]
+    out = {}
+    for f in free:
+        if f in out:
+            continue
+        after = f - share
+        if after < 0.0:
+            after = 0.0
+        cost = from_whole if f >= _WHOLE else from_part
+        for prob, limit in part:
+            if after < limit:
+                cost += prob * after
+            if f < limit:
+                cost -= prob * f
+        out[f] = cost
     return out
 
 

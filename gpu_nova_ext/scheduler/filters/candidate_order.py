@@ -72,17 +72,11 @@ def _fragmentation_order(record, host_state, ctx):
     free = fragmentation.gpu_free(record, host_state)
     vcpus, ram = fragmentation.free_cpu_ram(host_state)
     cpu, mem = fragmentation.flavor_cpu_ram(ctx)
-    vcpus -= cpu
-    ram -= mem
-    after = {}      # free units of the GPU -> fragmentation after
-    for gpu in record.gpus:
-        left = free[gpu.index]
-        if left not in after:
-            free[gpu.index] = max(0.0, left - share)
-            after[left] = fragmentation.fragmentation(free, vcpus, ram, mix)
-            free[gpu.index] = left
+    # free units of a GPU -> how taking the share there fragments
+    cost = fragmentation.share_costs(free, vcpus - cpu, ram - mem, mix,
+                                     share)
     order = sorted(record.gpus, key=lambda g: (
-        record.health_rank[g.index], after[free[g.index]],
+        record.health_rank[g.index], cost.get(free[g.index], _LAST),
         ranks.get(g.provider_uuids[0], _LAST) if g.provider_uuids
         else _LAST))
     out = dict.fromkeys(ranks, _LAST)
