@@ -25,7 +25,11 @@ spreading or fragmentation multiplier is set (``[gpu_weights]``
 options, not aggregate metadata), one WARNING per process says so.  It
 is a lower bound: Nova's own filters that run before ours can drop hosts
 (and with them their candidates), so a cut list can go unnoticed; it
-never warns about a list shorter than the limit.
+never warns about a list shorter than the limit.  It cannot see
+Placement's generation strategy: with ``breadth-first`` a full list still
+holds every host that can take the request while there are fewer such
+hosts than the limit, and the warning is then a false alarm (its text
+says so).
 """
 import threading
 
@@ -76,8 +80,10 @@ def check(ctx, host_states: list, conf) -> bool:
         'candidates are generated) with [placement] '
         'allocation_candidates_generation_strategy = breadth-first (every '
         'viable host before any second candidate), and raise [scheduler] '
-        'max_placement_results to match (doc/source/tuning.rst). Logged '
-        'once per nova-scheduler process.',
+        'max_placement_results to match (doc/source/tuning.rst). If '
+        'Placement already generates breadth-first and fewer hosts than '
+        'that can take the request, every one of them is in the list and '
+        'this is a false alarm. Logged once per nova-scheduler process.',
         {'count': count, 'limit': limit})
     return True
 
