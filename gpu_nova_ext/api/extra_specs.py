@@ -131,10 +131,12 @@ VALIDATORS = [
        request.parse_health, 'healthy, degraded_ok or any'),
     _v('gpu:intra_host_policy',
        'Which GPU of the chosen host the server gets: pack (least free '
-       'capacity left), spread (most), coolest or least_loaded. Overrides '
-       '[gpu_scheduler] intra_host_policy.',
+       'capacity left), spread (most), coolest, least_loaded or '
+       'fragmentation (the GPU whose use fragments the host least). '
+       'Overrides [gpu_scheduler] intra_host_policy.',
        _enum(request.POLICIES),
-       request.parse_policy, 'pack, spread, coolest or least_loaded'),
+       request.parse_policy,
+       'pack, spread, coolest, least_loaded or fragmentation'),
     _v('gpu:power_profile',
        'The power profile the GPU must run under ([power] profiles of the '
        'agents): max-performance, balanced, efficiency, or a limit such as '

@@ -11,7 +11,10 @@
 # under the License.
 
 """[gpu_scheduler] options, read by our filters inside nova-scheduler."""
+import math
+
 from oslo_config import cfg
+from oslo_config import types
 
 from gpu_nova_ext.conf import utils
 
@@ -21,7 +24,45 @@ gpu_scheduler_group = cfg.OptGroup(
     help='Options of the gpu_nova_ext filters and of the GPU state cache '
          'that runs inside each nova-scheduler process.')
 
-POLICIES = ('pack', 'spread', 'coolest', 'least_loaded')
+POLICIES = ('pack', 'spread', 'coolest', 'least_loaded', 'fragmentation')
+
+
+def parse_entry(value: str) -> tuple[float, int, int, float]:
+    """``GPUS:VCPUS:RAM_MB:WEIGHT`` -> a tuple; ValueError when bad."""
+    parts = value.strip().split(':')
+    if len(parts) != 4:
+        raise ValueError('%r is not GPUS:VCPUS:RAM_MB:WEIGHT (e.g. '
+                         '1:8:32768:60)' % value)
+    gpus = float(parts[0])
+    vcpus, ram = int(parts[1]), int(parts[2])
+    weight = float(parts[3])
+    if not (math.isfinite(gpus) and math.isfinite(weight)):
+        raise ValueError('%r: GPUs and weight must be finite' % value)
+    if not 0 < gpus <= 64 or vcpus < 0 or ram < 0 or weight <= 0:
+        raise ValueError('%r: GPUs in (0, 64], vCPUs and RAM at least 0, '
+                         'weight above 0' % value)
+    if gpus > 1 and gpus != int(gpus):
+        raise ValueError('%r: more than one GPU must be a whole number'
+                         % value)
+    return gpus, vcpus, ram, weight
+
+
+class MixEntry(types.String):
+    """One ``GPUS:VCPUS:RAM_MB:WEIGHT`` entry of the request mix."""
+
+    def __init__(self):
+        super().__init__(type_name='GPUS:VCPUS:RAM_MB:WEIGHT')
+
+    def __call__(self, value):
+        if isinstance(value, tuple):
+            return value
+        return parse_entry(super().__call__(value))
+
+    def _formatter(self, value):
+        if isinstance(value, tuple):
+            return '%g:%d:%d:%g' % value
+        return super()._formatter(value)
+
 
 gpu_scheduler_opts = [
     cfg.FloatOpt(
@@ -72,11 +113,46 @@ lists them.  Requests without GPUs are never affected.
             ('spread', 'Prefer the GPU with the most free capacity left.'),
             ('coolest', 'Prefer the GPU with the most thermal headroom.'),
             ('least_loaded', 'Prefer the GPU with the lowest utilization.'),
+            ('fragmentation',
+             'Prefer the GPU whose use leaves the host least fragmented '
+             'for the expected request mix (fragmentation_request_mix); '
+             'among equals, as pack.'),
         ],
         help="""
 Which GPU inside a host GpuCandidateOrderFilter puts first among the
 host's allocation candidates (Nova claims the first).  A flavor's
 ``gpu:intra_host_policy`` overrides it.
+"""),
+    cfg.ListOpt(
+        'fragmentation_request_mix',
+        item_type=MixEntry(),
+        default=[],
+        help="""
+The request mix GpuFragmentationWeigher and the ``fragmentation``
+intra-host policy expect, as ``GPUS:VCPUS:RAM_MB:WEIGHT`` entries: GPUs
+per server (a fraction below 1 for a vGPU that takes that share of its
+GPU), the flavor's vCPUs and RAM, and the shape's relative frequency, for
+example ``1:8:32768:60,2:16:65536:10,8:64:262144:5``.
+
+Possible values:
+
+* Empty (the default): each nova-scheduler process learns the mix from
+  the GPU requests it weighs (see ``fragmentation_mix_decay``); a process
+  starts knowing nothing, and the weigher is neutral until its first
+  request.
+* Entries: that mix, fixed; nothing is learned.
+"""),
+    cfg.FloatOpt(
+        'fragmentation_mix_decay',
+        default=0.999,
+        min=0.0,
+        max=1.0,
+        help="""
+How much a learned request counts less with each newer request, when
+``fragmentation_request_mix`` is empty: the mix follows the last
+``1 / (1 - decay)`` requests or so (0.999: about the last 1,000; half of
+the weight on the last 693).  1.0 never forgets; 0 only knows the current
+request.
 """),
     cfg.StrOpt(
         'state_topic',

@@ -124,6 +124,35 @@ shipped table, for example ``H100_SXM5_80GB:10,A100_80GB_PCIE:6,L4:2``.
 A model matches the longest key it starts with at a ``_`` boundary.
 """),
     cfg.Opt(
+        'fragmentation_weight_multiplier',
+        type=MULTIPLIER,
+        default=0.0,
+        help="""
+Multiplier of GpuFragmentationWeigher, whose raw value is how much this
+request lowers the host's GPU fragmentation (the expected free GPU
+capacity that the expected request mix could not use there: GPUs without
+enough whole free GPUs, vCPUs or RAM beside them); a request that
+strands capacity lowers it least.  Off by default.
+
+Possible values:
+
+* A positive number: put each request where the cloud keeps most of its
+  ability to take the requests it is expected to get (after
+  Fragmentation Gradient Descent, Weng et al., USENIX ATC'23).  Use 100
+  (ten times the packing weigher's default), keep
+  ``packing_weight_multiplier`` at -10.0 to break its ties towards
+  packing (it outweighs Nova's RAM/CPU/disk spreading), and set
+  ``[gpu_scheduler] intra_host_policy = fragmentation``;
+  ``gpu-nova-ext simulate --compare frag`` runs that combination.
+* 0: off.
+
+Related options:
+
+* ``[gpu_scheduler] fragmentation_request_mix``: the expected request
+  mix, learned from the requests served when empty.
+* ``[gpu_scheduler] fragmentation_mix_decay``
+"""),
+    cfg.Opt(
         'avoidance_weight_multiplier',
         type=MULTIPLIER,
         default=4.0,

@@ -26,6 +26,7 @@ from nova.scheduler import filters
 from nova.scheduler import utils as sched_utils
 from oslo_log import log as logging
 
+from gpu_nova_ext.scheduler import candidate_limit
 from gpu_nova_ext.scheduler import context as request_context
 from gpu_nova_ext.scheduler import request as gpu_request
 from gpu_nova_ext.state import cache as state_cache
@@ -93,6 +94,9 @@ class GpuFilter(filters.BaseHostFilter, filters.CandidateFilterMixin):
         req = ctx.request
         if req.kind == NONE:
             return filter_obj_list
+        if candidate_limit.CTX_KEY not in ctx.extra:
+            filter_obj_list = list(filter_obj_list)
+            candidate_limit.check(ctx, filter_obj_list, request_context.CONF)
         name = self.__class__.__name__
         errors = req.errors_for(name)
         if errors:

@@ -51,7 +51,7 @@ HEALTH_POLICIES = ('healthy', 'degraded_ok', 'any')
 # highest accepted health rank (see state.cache.HEALTH_RANK) per policy
 HEALTH_MAX_RANK = {'healthy': 0, 'degraded_ok': 1, 'any': 2}
 MODES = ('vgpu', 'passthrough')
-POLICIES = ('pack', 'spread', 'coolest', 'least_loaded')
+POLICIES = ('pack', 'spread', 'coolest', 'least_loaded', 'fragmentation')
 
 GPU_RESOURCE_CLASSES = frozenset(['VGPU', 'PGPU', 'VGPU_DISPLAY_HEAD'])
 # CUSTOM_VGPU_<MODEL>: the per-model mdev_class nova-conf writes

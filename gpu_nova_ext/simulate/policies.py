@@ -15,9 +15,10 @@
 A policy is the scenario with some nova.conf options changed:
 
 * a preset by name: ``pack`` (fill GPUs and hosts first), ``spread``
-  (spread GPU servers over hosts and GPUs) and ``nova`` (Nova's own
+  (spread GPU servers over hosts and GPUs), ``nova`` (Nova's own
   filters and weighers, without ours: see :data:`DESCRIPTIONS` for what
-  it cannot honour);
+  it cannot honour) and ``frag`` (fragmentation-aware:
+  GpuFragmentationWeigher decides, packing breaks its ties);
 * ``NAME=FILE``: a YAML file shaped like the scenario's ``nova_conf:``
   (``{group: {option: value}}``);
 * ``NAME=group.option=value,group.option=value``: the same inline, each
@@ -38,6 +39,9 @@ PRESETS = {
     'spread': {'gpu_weights': {'packing_weight_multiplier': 10.0},
                'gpu_scheduler': {'intra_host_policy': 'spread'}},
     'nova': {},
+    'frag': {'gpu_weights': {'fragmentation_weight_multiplier': 100.0,
+                             'packing_weight_multiplier': -10.0},
+             'gpu_scheduler': {'intra_host_policy': 'fragmentation'}},
 }
 #: What each preset does, and cannot do (``--help``, the docs).
 DESCRIPTIONS = {
@@ -50,6 +54,10 @@ DESCRIPTIONS = {
             'memory, CUDA capability, driver, health), so a flavor whose '
             'resource class several GPU models share may land on the wrong '
             'model; such servers are counted as misplaced, not placed',
+    'frag': 'fragmentation-aware: each server where it strands least of '
+            'the GPU capacity the expected request mix could use '
+            '(fragmentation weigher 100; the packing weigher at -10, as '
+            'in pack, breaks its ties; intra_host_policy fragmentation)',
 }
 #: The preset that runs without our filters and weighers.
 NOVA_ONLY = 'nova'

@@ -28,7 +28,8 @@ GOOD = {
     'gpu:cuda_cc_min': ['8.0', '9.0', '12.10'],
     'gpu:driver_min': ['550', '550.54', '550.54.15'],
     'gpu:health': ['healthy', 'degraded_ok', 'any'],
-    'gpu:intra_host_policy': ['pack', 'spread', 'coolest', 'least_loaded'],
+    'gpu:intra_host_policy': ['pack', 'spread', 'coolest', 'least_loaded',
+                              'fragmentation'],
 }
 BAD = {
     'gpu:model': ['', 'A100,,H100', ',', '!A100'],

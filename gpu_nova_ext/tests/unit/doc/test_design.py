@@ -20,7 +20,8 @@ TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..',
                                    '..', '..'))
 DESIGN = os.path.join(TOP, 'doc', 'source', 'contributor', 'index.rst')
 SECTIONS = ('Architecture', 'Placement ownership', 'Flavor extra specs',
-            'Scheduler plugins', 'State protocol', 'Health', 'Reservations',
+            'Scheduler plugins', 'Fragmentation-aware placement',
+            'State protocol', 'Health', 'Reservations',
             'MIG layouts and power',
             'Remediation, drains and driver roll-outs',
             'GPU quota per model', 'Operator CLI', 'Monitoring',
@@ -49,7 +50,7 @@ class TestDesignDoc(testtools.TestCase):
                 with open(os.path.join(root, name)) as f:
                     text = ' '.join(f.read().split())
                 cited.extend((name, m) for m in re.findall(
-                    r'design doc:\s*([A-Z][A-Za-z ]+)', text))
+                    r'design doc:\s*([A-Z][A-Za-z -]+)', text))
                 self.assertNotIn('DESIGN ' + 'section', text, name)
         self.assertTrue(cited)
         for name, text in cited:

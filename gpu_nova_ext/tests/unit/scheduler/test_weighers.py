@@ -43,7 +43,7 @@ class TestAllWeighers(WeigherTestCase):
     def test_stevedore_namespace(self):
         self.assertEqual(
             ['GpuCapabilityWeigher', 'GpuEnergyWeigher',
-             'GpuHostAvoidanceWeigher',
+             'GpuFragmentationWeigher', 'GpuHostAvoidanceWeigher',
              'GpuPackingWeigher', 'GpuPowerWeigher', 'GpuReservationWeigher',
              'GpuThermalWeigher', 'GpuUtilizationWeigher'],
             sorted(c.__name__ for c in gpu_weighers.all_weighers()))

@@ -1,0 +1,312 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+
+"""The fragmentation-aware policy on real Nova objects: the request mix,
+GpuFragmentationWeigher, the ``fragmentation`` intra-host policy and the
+candidate-limit warning."""
+from nova.scheduler import weights as nova_weights
+
+from gpu_nova_ext.scheduler import candidate_limit
+from gpu_nova_ext.scheduler.filters import candidate_order
+from gpu_nova_ext.scheduler import fragmentation
+from gpu_nova_ext.scheduler.weighers import fragmentation as frag_weigher
+from gpu_nova_ext.scheduler.weighers import packing
+from gpu_nova_ext.tests.unit.scheduler import base
+from gpu_nova_ext.tests.unit.scheduler import nova_objects as no
+
+RC = 'CUSTOM_GPU_A100'
+
+
+def _claim(host: str, gpu_indexes, vcpus: int = 4) -> dict:
+    """One allocation candidate drawing one passthrough GPU each."""
+    root = no.rp_uuid(host)
+    allocations = {root: {'resources': {'VCPU': vcpus, 'MEMORY_MB': 8192}}}
+    for i in gpu_indexes:
+        allocations[no.rp_uuid(host, no.pci(i))] = {'resources': {RC: 1}}
+    return {'allocations': allocations, 'mappings': {}}
+
+
+def _mix(*entries) -> fragmentation.Mix:
+    return fragmentation.make_mix(
+        (fragmentation.Shape(float(g), float(c), float(r)), w)
+        for g, c, r, w in entries)
+
+
+class TestFragmentation(base.PluginTestCase):
+    """The measure itself."""
+
+    def test_whole_gpu_shapes(self):
+        mix = _mix((1, 4, 8192, 1), (8, 4, 8192, 1))
+        # 8 free GPUs: every shape fits, nothing is stranded
+        self.assertEqual(0.0, fragmentation.fragmentation(
+            [1.0] * 8, 64, 262144, mix))
+        # 7 free: the 8-GPU shape (half of the mix) cannot use them
+        self.assertEqual(3.5, fragmentation.fragmentation(
+            [0.0] + [1.0] * 7, 64, 262144, mix))
+
+    def test_cpu_and_ram_beside_the_gpus(self):
+        mix = _mix((1, 16, 8192, 1))
+        self.assertEqual(0.0, fragmentation.fragmentation(
+            [1.0, 1.0], 16, 8192, mix))
+        # too few vCPUs, or too little RAM: both GPUs are stranded
+        self.assertEqual(2.0, fragmentation.fragmentation(
+            [1.0, 1.0], 15, 8192, mix))
+        self.assertEqual(2.0, fragmentation.fragmentation(
+            [1.0, 1.0], 16, 8191, mix))
+
+    def test_partial_gpu_shapes(self):
+        # a half-GPU vGPU shape cannot use a GPU with a quarter left;
+        # a whole-GPU shape cannot use either partly used GPU
+        free = [0.25, 0.5, 1.0]
+        self.assertEqual(0.25, fragmentation.fragmentation(
+            free, 64, 262144, _mix((0.5, 1, 1024, 1))))
+        self.assertEqual(0.75, fragmentation.fragmentation(
+            free, 64, 262144, _mix((1, 1, 1024, 1))))
+
+    def test_empty_mix_and_no_free_gpu(self):
+        self.assertEqual(0.0, fragmentation.fragmentation(
+            [1.0], 64, 1024, fragmentation.EMPTY))
+        self.assertEqual(0.0, fragmentation.fragmentation(
+            [0.0, 0.0], 0, 0, _mix((1, 4, 8192, 1))))
+
+
+class TestMixLearner(base.PluginTestCase):
+
+    def test_learns_probabilities(self):
+        learner = fragmentation.MixLearner()
+        for _ in range(3):
+            learner.learn(fragmentation.Shape(1.0, 4.0, 8192.0), 1.0)
+        learner.learn(fragmentation.Shape(8.0, 64.0, 262144.0), 1.0)
+        mix = learner.mix()
+        self.assertEqual(((0.75, 4.0, 8192.0, 1.0),
+                          (0.25, 64.0, 262144.0, 8.0)), mix.whole)
+        self.assertEqual((), mix.part)
+
+    def test_decay_forgets_old_requests(self):
+        learner = fragmentation.MixLearner()
+        old = fragmentation.Shape(8.0, 64.0, 262144.0)
+        learner.learn(old, 0.5)
+        for _ in range(12):
+            learner.learn(fragmentation.Shape(0.125, 4.0, 8192.0), 0.5)
+        mix = learner.mix()
+        self.assertEqual((), mix.whole)
+        self.assertEqual(1, len(mix.part))
+
+    def test_bounded_number_of_shapes(self):
+        learner = fragmentation.MixLearner(size=3)
+        for cpu in range(1, 10):
+            learner.learn(fragmentation.Shape(1.0, float(cpu), 1.0), 0.9)
+        self.assertEqual([7.0, 8.0, 9.0],
+                         [cpu for _, cpu, _, _ in learner.mix().whole])
+
+    def test_requests_without_gpu_are_not_learned(self):
+        learner = fragmentation.MixLearner()
+        learner.learn(fragmentation.Shape(0.0, 4.0, 8192.0), 0.9)
+        self.assertFalse(learner.mix())
+
+
+class WeigherCase(base.PluginTestCase):
+
+    def setUp(self):
+        super().setUp()
+        # the test base starts a new GPU state cache: a new learner
+        self.learner = fragmentation.learner(self.cache)
+        self.flags(fragmentation_weight_multiplier=1.0,
+                   group='gpu_weights')
+
+    def add_passthrough(self, host, used, gpus=8):
+        self.add_host(host, [no.gpu_state(host, i, mode='passthrough',
+                                          assigned=i < used)
+                             for i in range(gpus)])
+
+    def raw(self, hosts, spec):
+        return frag_weigher.GpuFragmentationWeigher().weigh_objects(
+            [nova_weights.WeighedHost(h, 0.0) for h in hosts], spec)
+
+    def ranking(self, weighers, hosts, spec):
+        return [w.obj.host for w in no.weigh(weighers, hosts, spec)]
+
+
+class TestFragmentationWeigher(WeigherCase):
+
+    def test_keeps_room_for_the_larger_shape_where_packing_does_not(self):
+        # "four" has 4 free GPUs, "five" 5; a 1-GPU request: best-fit
+        # packing takes "four", leaving no host with 4 free GPUs; the mix
+        # expects 4-GPU servers, so the fragmentation weigher takes "five"
+        self.flags(fragmentation_request_mix=['1:4:8192:1', '4:4:8192:1'],
+                   group='gpu_scheduler')
+        self.add_passthrough('four', used=4)
+        self.add_passthrough('five', used=3)
+        hosts = [
+            no.host_state('four', allocation_candidates=[_claim('four', [4])]),
+            no.host_state('five', allocation_candidates=[_claim('five', [3])])]
+        spec = no.request_spec({'resources:%s' % RC: '1'})
+        self.assertEqual('four', self.ranking(
+            [packing.GpuPackingWeigher()], hosts, spec)[0])
+        self.assertEqual('five', self.ranking(
+            [frag_weigher.GpuFragmentationWeigher()], hosts, spec)[0])
+        # four: 0 -> 3 stranded for the 4-GPU half; five: 0 -> 0
+        self.assertEqual([-1.5, 0.0], self.raw(hosts, spec))
+
+    def test_prefers_gpus_already_stranded_by_cpu(self):
+        # both hosts have 2 free GPUs; "tight" has only 4 free vCPUs, so
+        # the 16-vCPU servers the mix expects cannot use its GPUs anyway
+        # (64 vCPUs: 16 at Nova's cpu_allocation_ratio 4.0)
+        self.flags(fragmentation_request_mix=['1:16:1024:1'],
+                   group='gpu_scheduler')
+        self.add_passthrough('tight', used=0, gpus=2)
+        self.add_passthrough('roomy', used=0, gpus=2)
+        hosts = [
+            no.host_state('roomy', vcpus=16,
+                          allocation_candidates=[_claim('roomy', [0])]),
+            no.host_state('tight', vcpus=16, vcpus_used=60,
+                          allocation_candidates=[_claim('tight', [0])])]
+        spec = no.request_spec({'resources:%s' % RC: '1'}, vcpus=4,
+                               memory_mb=1024)
+        self.assertEqual('tight', self.ranking(
+            [frag_weigher.GpuFragmentationWeigher()], hosts, spec)[0])
+
+    def test_request_without_gpus_keeps_off_free_gpus(self):
+        # a CPU-only server taking "idle"'s vCPUs would strand its GPUs
+        self.flags(fragmentation_request_mix=['1:16:1024:1'],
+                   group='gpu_scheduler')
+        self.add_passthrough('idle', used=0, gpus=2)
+        self.add_passthrough('full', used=2, gpus=2)
+        hosts = [no.host_state(h, vcpus=8,
+                               allocation_candidates=no.plain_candidates(h))
+                 for h in ('idle', 'full')]
+        # 32 vCPUs (8 at ratio 4.0); 24 taken leave 8, too few for the
+        # 16-vCPU GPU servers the mix expects
+        spec = no.request_spec({}, vcpus=24, memory_mb=1024)
+        self.assertEqual([-2.0, 0.0], self.raw(hosts, spec))
+        self.assertEqual('full', self.ranking(
+            [frag_weigher.GpuFragmentationWeigher()], hosts, spec)[0])
+
+    def test_learns_the_mix_from_requests(self):
+        # nothing configured: the first request is all the process knows
+        self.add_passthrough('four', used=4)
+        self.add_passthrough('five', used=3)
+        hosts = [no.host_state(h, allocation_candidates=[_claim(h, gpus)])
+                 for h, gpus in (('four', [4, 5, 6, 7]),
+                                 ('five', [3, 4, 5, 6]))]
+        spec = no.request_spec({'resources:%s' % RC: '4'})
+        # a 4-GPU mix: "four" is left empty (nothing stranded), "five"
+        # keeps 1 GPU no 4-GPU server can use
+        self.assertEqual([0.0, -1.0], self.raw(hosts, spec))
+        self.assertEqual(((1.0, 4.0, 8192.0, 4.0),),
+                         self.learner.mix().whole)
+        # the same request object is learned once
+        self.raw(hosts, spec)
+        self.assertEqual(1, len(self.learner.mix().whole))
+
+    def test_off_by_default(self):
+        self.flags(fragmentation_weight_multiplier=0.0, group='gpu_weights')
+        self.add_passthrough('four', used=4)
+        hosts = [no.host_state('four', allocation_candidates=[
+            _claim('four', [4])])]
+        self.assertEqual([0.0], self.raw(
+            hosts, no.request_spec({'resources:%s' % RC: '1'})))
+        self.assertFalse(self.learner.mix())
+
+    def test_host_without_state_weighs_as_average(self):
+        self.flags(fragmentation_request_mix=['1:4:8192:1', '4:4:8192:1'],
+                   group='gpu_scheduler')
+        self.add_passthrough('four', used=4)
+        self.add_passthrough('five', used=3)
+        hosts = [no.host_state(h, allocation_candidates=[_claim(h, [7])])
+                 for h in ('four', 'ghost', 'five')]
+        raw = self.raw(hosts, no.request_spec({'resources:%s' % RC: '1'}))
+        self.assertEqual((raw[0] + raw[2]) / 2, raw[1])
+
+
+class TestFragmentationOrder(WeigherCase):
+    """The ``fragmentation`` intra-host policy."""
+
+    def _first_gpu(self, host, policy, amount=2):
+        spec = no.request_spec({'resources:VGPU': str(amount),
+                                'gpu:intra_host_policy': policy})
+        out = no.run_filters([candidate_order.GpuCandidateOrderFilter()],
+                             [host], spec)
+        self.assertEqual([host], out)
+        rps = {no.rp_uuid('h', no.pci(i)): i for i in range(3)}
+        first = host.allocation_candidates[0]['allocations']
+        return [rps[rp] for rp in first if rp in rps][0]
+
+    def test_vgpu_share_leaves_a_usable_remainder(self):
+        # free 5/8, 6/8 and 8/8 of a GPU; a 2/8 request, a mix of 4/8
+        # shapes: pack takes the 5/8 GPU and leaves 3/8 no 4/8 server can
+        # use; fragmentation takes the 6/8 one and leaves 4/8
+        self.flags(fragmentation_request_mix=['0.5:4:8192:1'],
+                   group='gpu_scheduler')
+        self.add_host('h', [no.gpu_state('h', i, available=a)
+                            for i, a in enumerate((5, 6, 8))])
+
+        def host():
+            return no.host_state('h', allocation_candidates=no.candidates(
+                'h', [2, 1, 0], amount=2))
+        self.assertEqual(0, self._first_gpu(host(), 'pack'))
+        self.assertEqual(1, self._first_gpu(host(), 'fragmentation'))
+
+    def test_whole_gpus_follow_pack(self):
+        self.flags(fragmentation_request_mix=['1:4:8192:1'],
+                   group='gpu_scheduler')
+        self.add_host('h', [no.gpu_state('h', i, available=a)
+                            for i, a in enumerate((8, 3, 8))])
+        host = no.host_state('h', allocation_candidates=no.candidates(
+            'h', [2, 1, 0], amount=8))
+        self.assertEqual(self._first_gpu(host, 'pack', 8),
+                         self._first_gpu(host, 'fragmentation', 8))
+
+    def test_policy_is_a_valid_extra_spec_and_option(self):
+        self.flags(intra_host_policy='fragmentation', group='gpu_scheduler')
+        self.add_host('h', [no.gpu_state('h', i) for i in range(2)])
+        host = no.host_state('h', allocation_candidates=no.candidates(
+            'h', [1, 0]))
+        spec = no.request_spec({'resources:VGPU': '1'})
+        self.assertEqual([host], no.run_filters(
+            [candidate_order.GpuCandidateOrderFilter()], [host], spec))
+
+
+class TestCandidateLimitWarning(base.PluginTestCase):
+
+    def setUp(self):
+        super().setUp()
+        candidate_limit.reset()
+        self.addCleanup(candidate_limit.reset)
+        self.flags(max_placement_results=4, group='scheduler')
+        for h in ('a', 'b'):
+            self.add_host(h, [no.gpu_state(h, i) for i in range(2)])
+
+    def _run(self, per_host):
+        hosts = [no.host_state(h, allocation_candidates=no.candidates(
+            h, range(per_host))) for h in ('a', 'b')]
+        spec = no.request_spec({'resources:VGPU': '1'})
+        no.run_filters([candidate_order.GpuCandidateOrderFilter()], hosts,
+                       spec)
+        return self.log_lines('max_placement_results')
+
+    def test_warns_once_when_the_list_reaches_the_limit(self):
+        self.assertEqual([], self._run(1))
+        lines = self._run(2)
+        self.assertEqual(1, len(lines))
+        for option in ('[scheduler] max_placement_results=4',
+                       'max_allocation_candidates',
+                       'allocation_candidates_generation_strategy'):
+            self.assertIn(option, lines[0])
+        self.assertEqual(1, len(self._run(2)))
+
+    def test_not_without_a_packing_or_spreading_policy(self):
+        self.flags(packing_weight_multiplier=0.0, group='gpu_weights')
+        self.assertEqual([], self._run(2))
+        self.flags(fragmentation_weight_multiplier=2.0, group='gpu_weights')
+        self.assertEqual(1, len(self._run(2)))
