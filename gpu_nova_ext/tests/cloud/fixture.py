@@ -201,14 +201,14 @@ class CloudClient:
 
     def make_flavors(self) -> None:
         small = ['--vcpus', '1', '--ram', '512', '--disk', '1']
-        self.gpu_nova_ext('flavor', 'create', VGPU_FLAVOR, '--model', 'A100',
-                          *small)
+        self.gpu_nova_ext('flavor', 'create', VGPU_FLAVOR, '--model',
+                          A100, *small)
         self.gpu_nova_ext('flavor', 'create', PCI_FLAVOR, '--mode',
                           'passthrough', '--model', 'L4', *small)
         # an A100 vGPU flavor that asks for another model: Placement offers
         # the A100 host, GpuModelFilter refuses it
         self.gpu_nova_ext('flavor', 'create', IMPOSSIBLE_FLAVOR, '--model',
-                          'A100', *small)
+                          A100, *small)
         self.openstack('flavor', 'set', '--property', 'gpu:model=L4',
                        IMPOSSIBLE_FLAVOR)
 
@@ -252,6 +252,7 @@ class CloudClient:
                 self.cloud.log('nova-scheduler')))
 
 
+A100 = 'A100_80GB_PCIE'
 VGPU_FLAVOR = 'gpu.a100.vgpu'
 PCI_FLAVOR = 'gpu.l4.pci'
 IMPOSSIBLE_FLAVOR = 'gpu.a100.as.l4'
