@@ -22,7 +22,7 @@ DESIGN = os.path.join(TOP, 'doc', 'source', 'contributor', 'index.rst')
 SECTIONS = ('Architecture', 'Placement ownership', 'Flavor extra specs',
             'Scheduler plugins', 'State protocol', 'Health', 'Reservations',
             'Operator CLI',
-            'Simulator')
+            'Simulator', 'Development cloud')
 
 
 def _titles():
