@@ -88,10 +88,15 @@ class CloudClient:
 
     def openstack(self, *args, cloud_name: str = 'admin',
                   check: bool = True):
-        """``openstack ARGS -f json``: the parsed output."""
-        proc = self.run([os.path.join(BIN, 'openstack'),
-                         '--os-compute-api-version', '2.90'] + list(args) +
-                        ['-f', 'json'], cloud_name, check)
+        """``openstack ARGS [-f json]``: the parsed output, if any."""
+        argv = [os.path.join(BIN, 'openstack'),
+                '--os-compute-api-version', '2.90'] + list(args)
+        # only commands that show something take a format
+        if args[1] in ('list', 'show', 'create'):
+            argv += ['-f', 'json']
+        proc = self.run(argv, cloud_name, check)
+        if args[1] not in ('list', 'show', 'create'):
+            return None
         return json.loads(proc.stdout) if proc.stdout.strip() else None
 
     def gpu_nova_ext(self, *args, cloud_name: str = 'admin',

@@ -46,7 +46,11 @@ class CloudTest(testtools.TestCase):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.state_dir = tempfile.mkdtemp(prefix='gne-cloud-')
+        # GPU_NOVA_EXT_CLOUD_TEST_DIR: run on (and leave running) the cloud
+        # there, started if it does not run; else a fresh one, stopped after
+        cls.own_cloud = not os.environ.get('GPU_NOVA_EXT_CLOUD_TEST_DIR')
+        cls.state_dir = (os.environ.get('GPU_NOVA_EXT_CLOUD_TEST_DIR') or
+                         tempfile.mkdtemp(prefix='gne-cloud-'))
         try:
             cloud = devcloud.Cloud(cls.state_dir)
             with devcloud.locked(cloud):
@@ -62,6 +66,9 @@ class CloudTest(testtools.TestCase):
 
     @classmethod
     def tearDownClass(cls):
+        if not cls.own_cloud:
+            super().tearDownClass()
+            return
         cloud = devcloud.Cloud(cls.state_dir)
         left = cloud.stop()
         for name in left:
