@@ -156,6 +156,9 @@ class GpuStateCache:
         except Exception as exc:    # a bug must not stop ingestion
             reason = 'cannot be ingested: %r' % (exc,)
         if reason is True:
+            # one line per stored message (DEBUG): which process of a
+            # forked nova-scheduler holds which host's state, and since when
+            LOG.debug('GPU state of %s stored', schema.host_of(message))
             self.listener.arrived()
             return True
         if reason:

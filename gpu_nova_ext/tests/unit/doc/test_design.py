@@ -25,7 +25,8 @@ SECTIONS = ('Architecture', 'Placement ownership', 'Flavor extra specs',
             'MIG layouts and power',
             'Remediation, drains and driver roll-outs',
             'GPU quota per model', 'Operator CLI', 'Monitoring',
-            'Simulator', 'Packaging, versions and the install matrix')
+            'Simulator', 'Packaging, versions and the install matrix',
+            'Development cloud')
 
 
 def _titles():

@@ -1,0 +1,134 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""nova-compute, its own process, on Nova's fakelibvirt.
+
+    python -m gpu_nova_ext.tests.cloud.compute HOST.yaml AGENT.xml \
+        --config-file nova.conf ...
+
+Everything after the two paths is nova-compute's command line.  The
+hypervisor is the one stand-in: the stubs are those of Nova's own
+functional libvirt tests (``nova.tests.functional.libvirt.base.
+ServersTestBase.setUp`` and ``test_vgpu.VGPUTestBase.setUp``, Nova 34),
+applied here as the same fixtures, plus fakelibvirt's connection built
+from the host's description (:mod:`.hosts`).  While it runs, the host's
+node devices (and the mdevs nova-compute created) are written to
+``AGENT.xml`` for the agent's ``test:///`` libvirt URI whenever they
+change.
+"""
+import os
+import sys
+
+# Nova's services run on native threads (no eventlet), as in production
+os.environ.setdefault('OS_NOVA_DISABLE_EVENTLET_PATCHING', '1')
+
+import io  # noqa: E402
+import threading  # noqa: E402
+
+import fixtures  # noqa: E402
+from nova.cmd import compute as nova_compute  # noqa: E402
+from nova.tests import fixtures as nova_fixtures  # noqa: E402
+from nova.tests.fixtures import libvirt as fakelibvirt  # noqa: E402
+from nova.virt.libvirt import utils as libvirt_utils  # noqa: E402
+from oslo_utils import uuidutils  # noqa: E402
+import yaml  # noqa: E402
+
+from gpu_nova_ext.tests.cloud import hosts  # noqa: E402
+
+XML_INTERVAL = 0.5
+
+
+def _stub_hypervisor(conn: fakelibvirt.Connection) -> None:
+    """Nova's functional-test libvirt stubs, for this process's life."""
+    for fixture in (
+            nova_fixtures.PrivsepFixture(),
+            nova_fixtures.LibvirtImageBackendFixture(),
+            nova_fixtures.CGroupsFixture(),
+            nova_fixtures.LibvirtFixture(),
+            nova_fixtures.OSBrickFixture(),
+            fixtures.MockPatch(
+                'nova.virt.libvirt.LibvirtDriver._create_image',
+                return_value=(False, False)),
+            fixtures.MockPatch(
+                'nova.virt.libvirt.LibvirtDriver._get_local_gb_info',
+                return_value={'total': 128, 'used': 44, 'free': 84}),
+            fixtures.MockPatch(
+                'nova.virt.libvirt.driver.libvirt_utils.is_valid_hostname',
+                return_value=True),
+            fixtures.MockPatch(
+                'nova.virt.libvirt.driver.libvirt_utils.file_open',
+                side_effect=lambda *a, **k: io.BytesIO(b'')),
+            fixtures.MockPatch(
+                'nova.privsep.utils.supports_direct_io', return_value=True),
+            fixtures.MockPatch(
+                'nova.virt.libvirt.host.Host.get_online_cpus',
+                return_value=set(range(16))),
+            fixtures.MockPatch(
+                'nova.virt.libvirt.host.Host.get_connection',
+                return_value=conn),
+            # the kernel's mdev creation: a new mdev on the fake host
+            fixtures.MockPatch(
+                'nova.virt.libvirt.driver.LibvirtDriver._create_mdev',
+                side_effect=lambda dev_name, mdev_type, uuid=None:
+                _create_mdev(conn, dev_name, mdev_type, uuid)),
+            # no host sysfs (Nova's PCI functional tests)
+            fixtures.MockPatch(
+                'nova.pci.utils.is_physical_function', return_value=False),
+            fixtures.MockPatch(
+                'nova.pci.utils.get_function_by_ifname',
+                return_value=(None, False)),
+    ):
+        fixture.setUp()
+
+
+def _create_mdev(conn, dev_name, mdev_type, uuid=None):
+    uuid = uuid or uuidutils.generate_uuid()
+    name = libvirt_utils.mdev_uuid2name(uuid)
+    conn.mdev_info.devices[name] = fakelibvirt.FakeMdevDevice(
+        dev_name=name, type_id=mdev_type, parent=dev_name)
+    return uuid
+
+
+def _publish_xml(conn, info, path: str, stop: threading.Event) -> None:
+    """Keep the agent's test-driver XML equal to this host's devices."""
+    last = None
+    while True:
+        xml = hosts.test_xml(info, conn.mdev_info)
+        if xml != last:
+            tmp = path + '.tmp'
+            with open(tmp, 'w') as f:
+                f.write(xml)
+            os.replace(tmp, path)
+            last = xml
+        if stop.wait(XML_INTERVAL):
+            return
+
+
+def main() -> None:
+    host_file, xml_path = sys.argv[1:3]
+    with open(host_file) as f:
+        desc = yaml.safe_load(f)
+    info = hosts.pci_info(desc)
+    conn = hosts.connection(desc, info)
+    _stub_hypervisor(conn)
+    stop = threading.Event()
+    threading.Thread(target=_publish_xml, args=(conn, info, xml_path, stop),
+                     name='agent-xml', daemon=True).start()
+    sys.argv = ['nova-compute'] + sys.argv[3:]
+    try:
+        nova_compute.main()
+    finally:
+        stop.set()
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,894 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""A cloud of real processes on this machine (``tools/run cloud``).
+
+    python -m gpu_nova_ext.tests.cloud.devcloud start|stop|status [--dir D]
+
+``start`` brings up, each as its own process group: a RabbitMQ node of
+its own, Keystone, Placement, nova-api and Glance behind gunicorn (Glance
+as its own ``glance-api``), nova-conductor, nova-scheduler with two forked
+workers loading gpu-nova-ext's filters and weighers from nova.conf, two
+nova-compute hosts on Nova's fakelibvirt (:mod:`.compute`) and one
+gpu-nova-agent per host.  It returns when every service answers, writes a
+clouds.yaml (clouds ``admin`` and ``member``) and prints how to use it.
+``stop`` ends the process groups whose pid files it wrote, and nothing
+else.  Everything lives in one state directory (``.cloud`` at the top of
+the work tree unless ``--dir`` or ``GPU_NOVA_EXT_CLOUD_DIR`` names another).
+"""
+import argparse
+import concurrent.futures
+import contextlib
+import fcntl
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import yaml
+
+from gpu_nova_ext.tests.cloud import hosts as cloud_hosts
+
+TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..',
+                                   '..'))
+DEFAULT_DIR = os.path.join(TOP, '.cloud')
+BIN = os.path.dirname(sys.executable)
+RABBIT_SERVER = '/usr/lib/rabbitmq/bin/rabbitmq-server'
+REGION = 'RegionOne'
+START_TIMEOUT = float(os.environ.get('GPU_NOVA_EXT_CLOUD_TIMEOUT', '240'))
+AGENT_INTERVAL = 5.0
+IMAGE_NAME = 'tiny-raw'
+
+SCHEDULER_FILTERS = [
+    'ComputeFilter', 'ComputeCapabilitiesFilter', 'ImagePropertiesFilter',
+    'ServerGroupAntiAffinityFilter', 'ServerGroupAffinityFilter',
+    'PciPassthroughFilter']
+GPU_FILTERS = ['GpuModelFilter', 'GpuMemoryFilter', 'GpuCapabilityFilter',
+               'GpuHealthFilter', 'GpuReservationFilter',
+               'GpuCandidateOrderFilter']
+
+
+class CloudError(Exception):
+    """A process of the cloud did not start or answer (named)."""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+class Cloud:
+    """The state directory of one cloud and the processes it started."""
+
+    def __init__(self, path: str | None = None) -> None:
+        self.dir = os.path.abspath(
+            path or os.environ.get('GPU_NOVA_EXT_CLOUD_DIR') or DEFAULT_DIR)
+        self.etc = os.path.join(self.dir, 'etc')
+        self.data = os.path.join(self.dir, 'data')
+        self.logs = os.path.join(self.dir, 'logs')
+        self.pids = os.path.join(self.dir, 'pids')
+        self.info_file = os.path.join(self.dir, 'cloud.json')
+        self.clouds_yaml = os.path.join(self.dir, 'clouds.yaml')
+        self.info: dict = {}
+        if os.path.exists(self.info_file):
+            with open(self.info_file) as f:
+                self.info = json.load(f)
+
+    # --- paths and processes -------------------------------------------
+
+    def log(self, name: str) -> str:
+        return os.path.join(self.logs, name + '.log')
+
+    def conf(self, name: str) -> str:
+        return os.path.join(self.etc, name)
+
+    def host_dir(self, host: str) -> str:
+        return os.path.join(self.dir, 'hosts', host)
+
+    def pid(self, name: str) -> int | None:
+        try:
+            with open(os.path.join(self.pids, name + '.pid')) as f:
+                return int(f.read().strip())
+        except (OSError, ValueError):
+            return None
+
+    def alive(self, name: str) -> bool:
+        pid = self.pid(name)
+        if pid is None:
+            return False
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        # a zombie child of ours (tests) is not alive
+        try:
+            with open('/proc/%d/stat' % pid) as f:
+                return f.read().split(') ', 1)[1][0] != 'Z'
+        except OSError:
+            return False
+
+    def spawn(self, name: str, argv: list, env: dict | None = None,
+              cwd: str | None = None) -> int:
+        """Start ``argv`` as process group ``name``; log and pid file."""
+        full_env = dict(os.environ)
+        full_env.update(env or {})
+        full_env['PATH'] = BIN + os.pathsep + full_env.get('PATH', '')
+        with open(self.log(name), 'ab') as out:
+            proc = subprocess.Popen(
+                argv, stdout=out, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, env=full_env, cwd=cwd or self.dir,
+                start_new_session=True)
+        with open(os.path.join(self.pids, name + '.pid'), 'w') as f:
+            f.write('%d\n' % proc.pid)
+        return proc.pid
+
+    def run(self, name: str, argv: list, env: dict | None = None) -> None:
+        """Run a set-up command to its end; its output goes to its log."""
+        full_env = dict(os.environ)
+        full_env.update(env or {})
+        full_env['PATH'] = BIN + os.pathsep + full_env.get('PATH', '')
+        with open(self.log(name), 'ab') as out:
+            rc = subprocess.call(argv, stdout=out, stderr=subprocess.STDOUT,
+                                 stdin=subprocess.DEVNULL, env=full_env,
+                                 cwd=self.dir)
+        if rc:
+            raise CloudError('%s failed (exit %d): %s; see %s' % (
+                name, rc, ' '.join(argv[:3]), self.log(name)))
+
+    def names(self) -> list[str]:
+        try:
+            return sorted(f[:-4] for f in os.listdir(self.pids)
+                          if f.endswith('.pid'))
+        except FileNotFoundError:
+            return []
+
+    def kill(self, name: str, sig: int = signal.SIGTERM) -> None:
+        pid = self.pid(name)
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, sig)
+
+    def stop(self) -> list[str]:
+        """End every process group this cloud started; its names."""
+        names = [n for n in self.names() if self.pid(n)]
+        for name in names:
+            self.kill(name)
+        deadline = time.monotonic() + 15
+        for name in names:
+            while self._group_alive(name) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            if self._group_alive(name):
+                self.kill(name, signal.SIGKILL)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(self.pids, name + '.pid'))
+        return names
+
+    def _group_alive(self, name: str) -> bool:
+        pid = self.pid(name)
+        if pid is None:
+            return False
+        try:
+            os.killpg(pid, 0)
+        except ProcessLookupError:
+            return False
+        # only zombies left (our own children in tests)?
+        for entry in os.listdir('/proc'):
+            if not entry.isdigit():
+                continue
+            try:
+                with open('/proc/%s/stat' % entry) as f:
+                    fields = f.read().rsplit(') ', 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if int(fields[2]) == pid and fields[0] != 'Z':
+                return True
+        return False
+
+    # --- waiting ---------------------------------------------------------
+
+    def wait_for(self, name: str, check, what: str,
+                 timeout: float = START_TIMEOUT) -> None:
+        """Wait until ``check()`` is true while process ``name`` lives."""
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            if name and not self.alive(name):
+                raise CloudError('%s exited before %s; last lines of %s:\n%s'
+                                 % (name, what, self.log(name),
+                                    self.tail(name)))
+            try:
+                if check():
+                    return
+            except Exception as exc:  # noqa: B902 - reported on timeout
+                last = exc
+            time.sleep(0.5)
+        raise CloudError('%s did not %s within %ds (%s); see %s' % (
+            name, what, timeout, last, self.log(name)))
+
+    def tail(self, name: str, lines: int = 15) -> str:
+        try:
+            with open(self.log(name), errors='replace') as f:
+                return ''.join(f.readlines()[-lines:])
+        except OSError:
+            return ''
+
+
+def http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return r.status < 500
+    except urllib.error.HTTPError as exc:
+        return exc.code < 500
+
+
+def tcp_open(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(1)
+        return s.connect_ex(('127.0.0.1', port)) == 0
+
+
+def ini(sections: dict) -> str:
+    """oslo.config file text; list values become repeated lines."""
+    out = []
+    for section, opts in sections.items():
+        out.append('[%s]' % section)
+        for key, value in opts.items():
+            for v in (value if isinstance(value, list) else [value]):
+                out.append('%s = %s' % (key, v))
+        out.append('')
+    return '\n'.join(out)
+
+
+def parallel(*steps) -> None:
+    """Run independent start steps side by side; the first error wins."""
+    with concurrent.futures.ThreadPoolExecutor(len(steps)) as pool:
+        futures = [pool.submit(step) for step in steps]
+        for future in futures:
+            future.result()
+
+
+def auth_section(info: dict, user: str) -> dict:
+    """keystoneauth password options for a service user."""
+    return {
+        'auth_type': 'password',
+        'auth_url': info['keystone_url'] + '/v3',
+        'www_authenticate_uri': info['keystone_url'] + '/v3',
+        'username': user, 'password': info['service_password'],
+        'project_name': 'service', 'user_domain_name': 'Default',
+        'project_domain_name': 'Default', 'region_name': REGION,
+    }
+
+
+def ks_section(info: dict, user: str) -> dict:
+    """[placement]-style options: auth without www_authenticate_uri."""
+    opts = auth_section(info, user)
+    del opts['www_authenticate_uri']
+    return opts
+
+
+class Starter:
+    """Brings the cloud up, one step per service."""
+
+    def __init__(self, cloud: Cloud) -> None:
+        self.cloud = cloud
+        c = cloud
+        ports = {k: free_port() for k in (
+            'rabbit', 'rabbit_dist', 'keystone', 'placement', 'nova_api',
+            'glance')}
+        self.info = c.info = {
+            'dir': c.dir,
+            'ports': ports,
+            'rabbit_node': 'gne-cloud-%d@localhost' % ports['rabbit'],
+            'transport_url': 'rabbit://guest:guest@127.0.0.1:%d/'
+                             % ports['rabbit'],
+            'keystone_url': 'http://127.0.0.1:%d' % ports['keystone'],
+            'placement_url': 'http://127.0.0.1:%d' % ports['placement'],
+            'nova_url': 'http://127.0.0.1:%d/v2.1' % ports['nova_api'],
+            'glance_url': 'http://127.0.0.1:%d' % ports['glance'],
+            'admin_password': secrets.token_hex(8),
+            'member_password': secrets.token_hex(8),
+            'service_password': secrets.token_hex(8),
+            'hosts': [cloud_hosts.VGPU_HOST, cloud_hosts.PCI_HOST],
+        }
+
+    def save(self) -> None:
+        with open(self.cloud.info_file, 'w') as f:
+            json.dump(self.info, f, indent=1)
+
+    def write(self, name: str, text: str) -> str:
+        path = self.cloud.conf(name)
+        with open(path, 'w') as f:
+            f.write(text)
+        return path
+
+    def start(self) -> None:
+        c = self.cloud
+        for d in (c.etc, c.data, c.logs, c.pids):
+            os.makedirs(d, exist_ok=True)
+        self.save()
+        # what does not depend on each other starts side by side
+        parallel(self.rabbitmq, self.keystone_and_identity, self.placement,
+                 self.glance, self.nova_databases)
+        self.nova_services()
+        self.computes()
+        self.clouds_yaml()
+        self.wait_ready()
+        self.save()
+
+    def keystone_and_identity(self) -> None:
+        self.keystone()
+        self.identity()
+
+    def rabbitmq(self) -> None:
+        start_rabbitmq(self.cloud)
+
+    # --- Keystone ------------------------------------------------------
+
+    def keystone(self) -> None:
+        c, info = self.cloud, self.info
+        data = c.data
+        conf = self.write('keystone.conf', ini({
+            'DEFAULT': {'use_stderr': 'true'},
+            'database': {'connection': 'sqlite:///%s/keystone.db' % data},
+            'token': {'provider': 'fernet'},
+            'fernet_tokens': {
+                'key_repository': os.path.join(data, 'fernet-keys')},
+            'fernet_receipts': {
+                'key_repository': os.path.join(data, 'fernet-receipts')},
+            'credential': {
+                'key_repository': os.path.join(data, 'credential-keys')},
+        }))
+        manage = [os.path.join(BIN, 'keystone-manage'), '--config-file',
+                  conf]
+        c.run('keystone-manage', manage + ['db_sync'])
+        for what in ('fernet_setup', 'credential_setup'):
+            c.run('keystone-manage', manage + [
+                what, '--keystone-user', str(os.getuid()),
+                '--keystone-group', str(os.getgid())])
+        url = info['keystone_url']
+        c.run('keystone-manage', manage + [
+            'bootstrap', '--bootstrap-password', info['admin_password'],
+            '--bootstrap-admin-url', url, '--bootstrap-public-url', url,
+            '--bootstrap-internal-url', url,
+            '--bootstrap-region-id', REGION])
+        gunicorn(c, 'keystone', 'keystone.wsgi.api:application',
+                 info['ports']['keystone'],
+                 {'OS_KEYSTONE_CONFIG_FILES': conf})
+        c.wait_for('keystone', lambda: http_ok(url + '/v3'), 'answer')
+
+    def identity(self) -> None:
+        """Service users, the member project, catalog entries."""
+        import openstack
+        info = self.info
+        conn = openstack.connect(
+            auth_url=info['keystone_url'] + '/v3', username='admin',
+            password=info['admin_password'], project_name='admin',
+            user_domain_name='Default', project_domain_name='Default',
+            region_name=REGION)
+        ident = conn.identity
+        admin_role = ident.find_role('admin')
+        member_role = ident.find_role('member')
+        service = ident.create_project(name='service', domain_id='default')
+        for user in ('nova', 'placement', 'glance'):
+            u = ident.create_user(name=user, domain_id='default',
+                                  password=info['service_password'])
+            ident.assign_project_role_to_user(service, u, admin_role)
+        member = ident.create_project(name='demo', domain_id='default')
+        u = ident.create_user(name='demo', domain_id='default',
+                              password=info['member_password'])
+        ident.assign_project_role_to_user(member, u, member_role)
+        info['member_project_id'] = member.id
+        for name, kind, url in (
+                ('nova', 'compute', info['nova_url']),
+                ('placement', 'placement', info['placement_url']),
+                ('glance', 'image', info['glance_url'])):
+            svc = ident.create_service(name=name, type=kind)
+            for interface in ('public', 'internal', 'admin'):
+                ep = ident.create_endpoint(
+                    service_id=svc.id, interface=interface, url=url,
+                    region_id=REGION)
+            info['%s_endpoint_id' % name] = ep.id
+        self.save()
+
+    # --- Placement -----------------------------------------------------
+
+    def placement(self) -> None:
+        c, info = self.cloud, self.info
+        pdir = os.path.join(c.etc, 'placement')
+        os.makedirs(pdir, exist_ok=True)
+        with open(os.path.join(pdir, 'placement.conf'), 'w') as f:
+            f.write(ini({
+                'DEFAULT': {'use_stderr': 'true'},
+                'api': {'auth_strategy': 'keystone'},
+                'placement_database': {
+                    'connection': 'sqlite:///%s/placement.db' % c.data},
+                'keystone_authtoken': auth_section(info, 'placement'),
+            }))
+        env = {'OS_PLACEMENT_CONFIG_DIR': pdir}
+        c.run('placement-manage', [
+            os.path.join(BIN, 'placement-manage'), '--config-dir', pdir,
+            'db', 'sync'], env)
+        gunicorn(c, 'placement', 'placement.wsgi.api:application',
+                 info['ports']['placement'], env)
+        c.wait_for('placement', lambda: http_ok(info['placement_url']),
+                   'answer')
+
+    # --- Glance ----------------------------------------------------------
+
+    def glance(self) -> None:
+        c, info = self.cloud, self.info
+        gdir = os.path.join(c.etc, 'glance')
+        os.makedirs(gdir, exist_ok=True)
+        paste = os.path.join(sys.prefix, 'etc', 'glance',
+                             'glance-api-paste.ini')
+        shutil.copy(paste, os.path.join(gdir, 'glance-api-paste.ini'))
+        store = {}
+        for name in ('images', 'staging', 'tasks'):
+            store[name] = os.path.join(c.data, 'glance', name)
+            os.makedirs(store[name], exist_ok=True)
+        with open(os.path.join(gdir, 'glance-api.conf'), 'w') as f:
+            f.write(ini({
+                'DEFAULT': {'use_stderr': 'true',
+                            'enabled_backends': 'fs:file',
+                            'bind_host': '127.0.0.1',
+                            'bind_port': info['ports']['glance'],
+                            'workers': 1},
+                'database': {
+                    'connection': 'sqlite:///%s/glance.db' % c.data},
+                'glance_store': {'default_backend': 'fs'},
+                'fs': {'filesystem_store_datadir': store['images']},
+                'os_glance_staging_store': {
+                    'filesystem_store_datadir': store['staging']},
+                'os_glance_tasks_store': {
+                    'filesystem_store_datadir': store['tasks']},
+                'paste_deploy': {
+                    'flavor': 'keystone',
+                    'config_file': os.path.join(
+                        gdir, 'glance-api-paste.ini')},
+                'keystone_authtoken': auth_section(info, 'glance'),
+                'oslo_policy': {'enforce_new_defaults': 'false'},
+            }))
+        env = {'OS_GLANCE_CONFIG_DIR': gdir}
+        c.run('glance-manage', [
+            os.path.join(BIN, 'glance-manage'), '--config-dir', gdir,
+            'db_sync'], env)
+        gunicorn(c, 'glance', 'glance.wsgi.api:application',
+                 info['ports']['glance'], env)
+        c.wait_for('glance', lambda: http_ok(info['glance_url']), 'answer')
+
+    # --- GPU hosts: descriptions, agent files, nova-conf drop-ins --------
+
+    def host_files(self, host: str) -> dict:
+        d = self.cloud.host_dir(host)
+        return {k: os.path.join(d, v) for k, v in (
+            ('dir', ''), ('desc', 'host.yaml'), ('xml', 'libvirt.xml'),
+            ('gpus', 'gpus.yaml'), ('agent_conf', 'gpu-nova-agent.conf'),
+            ('drop_in', 'nova-gpus.conf'), ('nova_conf', 'nova-host.conf'),
+            ('nova_conf_dir', 'nova.conf.d'), ('instances', 'instances'))}
+
+    def prepare_host(self, host: str) -> None:
+        """Write the host's description once, for both of its sides."""
+        c, info = self.cloud, self.info
+        files = self.host_files(host)
+        for d in ('dir', 'nova_conf_dir', 'instances'):
+            os.makedirs(files[d], exist_ok=True)
+        desc = cloud_hosts.description(host)
+        with open(files['desc'], 'w') as f:
+            yaml.safe_dump(desc, f)
+        with open(files['gpus'], 'w') as f:
+            yaml.safe_dump(cloud_hosts.gpu_facts(desc), f)
+        # until nova-compute runs and keeps it current (mdevs it creates)
+        with open(files['xml'], 'w') as f:
+            f.write(cloud_hosts.test_xml(cloud_hosts.pci_info(desc)))
+        open(files['drop_in'], 'a').close()
+        with open(files['agent_conf'], 'w') as f:
+            f.write(ini({
+                'DEFAULT': {'host': host,
+                            'transport_url': info['transport_url'],
+                            'use_stderr': 'true'},
+                'agent': {
+                    'mode': 'annotate',
+                    'inventory_sources': 'libvirt,simulated',
+                    'libvirt_uri': 'test://' + files['xml'],
+                    'simulated_gpus_file': files['gpus'],
+                    'nova_config_file': files['drop_in'],
+                    'nova_config_dir': files['nova_conf_dir'],
+                    'report_interval': AGENT_INTERVAL,
+                    'metrics_interval': 1.0,
+                    'prometheus_port': 0,
+                },
+                'placement': ks_section(info, 'placement'),
+            }))
+        # as an operator does: discover, then nova-conf writes the drop-in
+        c.run('nova-conf-' + host, [
+            os.path.join(BIN, 'gpu-nova-ext'), '--config-file',
+            files['agent_conf'], 'nova-conf', '--no-scheduler',
+            '--output', files['drop_in']])
+
+    def pci_aliases(self) -> list[str]:
+        """``[pci] alias`` values of the hosts' drop-ins (for controllers)."""
+        aliases = []
+        for host in self.info['hosts']:
+            section = None
+            with open(self.host_files(host)['drop_in']) as f:
+                for line in f:
+                    line = line.strip()
+                    if line.startswith('['):
+                        section = line
+                    elif section == '[pci]' and line.startswith('alias'):
+                        aliases.append(line.split('=', 1)[1].strip())
+        return aliases
+
+    # --- Nova ------------------------------------------------------------
+
+    def nova_conf(self) -> dict:
+        c, info = self.cloud, self.info
+        ndir = os.path.join(c.data, 'nova')
+        os.makedirs(os.path.join(ndir, 'locks'), exist_ok=True)
+        return {
+            'DEFAULT': {
+                'transport_url': info['transport_url'],
+                'state_path': ndir, 'my_ip': '127.0.0.1',
+                'use_stderr': 'true', 'compute_driver':
+                'libvirt.LibvirtDriver', 'reserved_host_memory_mb': 0,
+            },
+            'api': {'auth_strategy': 'keystone'},
+            'wsgi': {'api_paste_config':
+                     os.path.join(c.etc, 'nova', 'api-paste.ini')},
+            'api_database': {
+                'connection': 'sqlite:///%s/nova_api.db' % c.data},
+            'database': {
+                'connection': 'sqlite:///%s/nova_cell1.db' % c.data},
+            'keystone_authtoken': auth_section(info, 'nova'),
+            'placement': ks_section(info, 'nova'),
+            'glance': {'region_name': REGION},
+            'cinder': {'os_region_name': REGION},
+            'oslo_concurrency': {'lock_path': os.path.join(ndir, 'locks')},
+            'scheduler': {'workers': 2,
+                          'discover_hosts_in_cells_interval': -1},
+            # doc/source/nova-config.rst, as an operator writes it
+            'filter_scheduler': {
+                'available_filters': [
+                    'nova.scheduler.filters.all_filters',
+                    'gpu_nova_ext.scheduler.filters.all_filters'],
+                'enabled_filters': ','.join(SCHEDULER_FILTERS + GPU_FILTERS),
+                'weight_classes': 'nova.scheduler.weights.all_weighers,'
+                                  'gpu_nova_ext.scheduler.weighers.'
+                                  'all_weighers',
+                'pci_in_placement': 'True',
+            },
+        }
+
+    def nova_databases(self) -> None:
+        c, info = self.cloud, self.info
+        for host in info['hosts']:
+            self.prepare_host(host)
+        ndir = os.path.join(c.etc, 'nova')
+        os.makedirs(ndir, exist_ok=True)
+        shutil.copy(os.path.join(sys.prefix, 'etc', 'nova', 'api-paste.ini'),
+                    os.path.join(ndir, 'api-paste.ini'))
+        conf = os.path.join(ndir, 'nova.conf')
+        with open(conf, 'w') as f:
+            f.write(ini(self.nova_conf()))
+        # the hosts' [pci] alias, for nova-api, -conductor and -scheduler
+        # (nova-compute has them from its own drop-in)
+        with open(os.path.join(ndir, 'controller.conf'), 'w') as f:
+            f.write(ini({'pci': {'alias': self.pci_aliases()}}))
+        # compute hosts have no database access (no [database] sections)
+        compute = self.nova_conf()
+        for section in ('api_database', 'database', 'keystone_authtoken'):
+            del compute[section]
+        with open(os.path.join(ndir, 'compute.conf'), 'w') as f:
+            f.write(ini(compute))
+        env = nova_env()
+        manage = [os.path.join(BIN, 'nova-manage'), '--config-file', conf]
+        c.run('nova-manage', manage + ['api_db', 'sync'], env)
+        c.run('nova-manage', manage + [
+            'cell_v2', 'map_cell0', '--database_connection',
+            'sqlite:///%s/nova_cell0.db' % c.data], env)
+        c.run('nova-manage', manage + [
+            'cell_v2', 'create_cell', '--name', 'cell1'], env)
+        c.run('nova-manage', manage + ['db', 'sync'], env)
+
+    def nova_services(self) -> None:
+        c, info = self.cloud, self.info
+        ndir = os.path.join(c.etc, 'nova')
+        conf = os.path.join(ndir, 'nova.conf')
+        controller = os.path.join(ndir, 'controller.conf')
+        env = nova_env()
+        gunicorn(c, 'nova-api', 'nova.wsgi.osapi_compute:application',
+                 info['ports']['nova_api'], dict(
+                     env, OS_NOVA_CONFIG_DIR=ndir,
+                     OS_NOVA_CONFIG_FILES='api-paste.ini;nova.conf;'
+                                          'controller.conf'))
+        c.spawn('nova-conductor', [os.path.join(BIN, 'nova-conductor'),
+                                   '--config-file', conf,
+                                   '--config-file', controller], env)
+        start_scheduler(c)
+
+    def computes(self) -> None:
+        c, info = self.cloud, self.info
+        for host in info['hosts']:
+            files = self.host_files(host)
+            with open(files['nova_conf'], 'w') as f:
+                # its own state_path: Nova keeps the compute node's UUID
+                # there (compute_id)
+                f.write(ini({'DEFAULT': {
+                    'host': host, 'state_path': files['dir'],
+                    'instances_path': files['instances']}}))
+            c.spawn('nova-compute-' + host, [
+                sys.executable, '-m', 'gpu_nova_ext.tests.cloud.compute',
+                files['desc'], files['xml'],
+                '--config-file', c.conf('nova/compute.conf'),
+                '--config-file', files['nova_conf'],
+                '--config-file', files['drop_in']], nova_env())
+        for host in info['hosts']:
+            start_agent(c, host)
+        c.wait_for('nova-api', lambda: http_ok(info['nova_url']), 'answer')
+        conn = admin_connection(info)
+        for host in info['hosts']:
+            c.wait_for('nova-compute-' + host, lambda: any(
+                s.host == host and s.state == 'up'
+                for s in conn.compute.services(binary='nova-compute')),
+                'report its service up')
+        c.run('nova-manage', [
+            os.path.join(BIN, 'nova-manage'), '--config-file',
+            c.conf('nova/nova.conf'), 'cell_v2', 'discover_hosts',
+            '--verbose'], nova_env())
+
+    # --- the user's side -------------------------------------------------
+
+    def clouds_yaml(self) -> None:
+        info = self.info
+        common = {'auth_url': info['keystone_url'] + '/v3',
+                  'user_domain_name': 'Default',
+                  'project_domain_name': 'Default'}
+        clouds = {'clouds': {
+            'admin': {'auth': dict(common, username='admin',
+                                   password=info['admin_password'],
+                                   project_name='admin'),
+                      'region_name': REGION, 'identity_api_version': 3},
+            'member': {'auth': dict(common, username='demo',
+                                    password=info['member_password'],
+                                    project_name='demo'),
+                       'region_name': REGION, 'identity_api_version': 3},
+        }}
+        with open(self.cloud.clouds_yaml, 'w') as f:
+            yaml.safe_dump(clouds, f, default_flow_style=False)
+        os.chmod(self.cloud.clouds_yaml, 0o600)
+
+    def wait_ready(self) -> None:
+        c, info = self.cloud, self.info
+        conn = admin_connection(info)
+        # the image every server boots
+        if not list(conn.image.images(name=IMAGE_NAME)):
+            conn.image.create_image(
+                name=IMAGE_NAME, data=b'\0' * (1 << 20), disk_format='raw',
+                container_format='bare', visibility='public')
+        for host in info['hosts']:
+            c.wait_for('nova-compute-' + host,
+                       lambda: host in {h.name for h in
+                                        conn.compute.hypervisors()},
+                       'appear as a hypervisor')
+            c.wait_for('gpu-nova-agent-' + host,
+                       lambda: agent_reported(conn, host),
+                       'report its GPUs to Placement')
+        c.wait_for('nova-scheduler', lambda: len(scheduler_workers(c)) == 2,
+                   'fork its two workers')
+
+
+# --- processes that tests restart too ----------------------------------
+
+
+def nova_env() -> dict:
+    # Nova's services on native threads, as Nova 34 runs them by default
+    return {'OS_NOVA_DISABLE_EVENTLET_PATCHING': '1'}
+
+
+def gunicorn(cloud: Cloud, name: str, app: str, port: int,
+             env: dict) -> None:
+    """Serve a WSGI application with gunicorn (threads, one worker).
+
+    Settings come from a ``gunicorn.conf.py`` in the service's own
+    directory, its working directory: the OpenStack applications parse
+    ``sys.argv`` with oslo.config, so gunicorn's command line stays bare.
+    """
+    home = os.path.join(cloud.etc, 'gunicorn-' + name)
+    os.makedirs(home, exist_ok=True)
+    with open(os.path.join(home, 'gunicorn.conf.py'), 'w') as f:
+        for key, value in (
+                ('wsgi_app', app), ('bind', '127.0.0.1:%d' % port),
+                ('workers', 1), ('threads', 4), ('worker_class', 'gthread'),
+                ('timeout', 120), ('accesslog', '-'), ('proc_name', name),
+                # one control socket per server, not one in $HOME for all
+                ('control_socket_disable', True)):
+            f.write('%s = %r\n' % (key, value))
+    cloud.spawn(name, [os.path.join(BIN, 'gunicorn')], env, cwd=home)
+
+
+def rabbit_env(cloud: Cloud) -> dict:
+    info = cloud.info
+    d = os.path.join(cloud.data, 'rabbitmq')
+    os.makedirs(d, exist_ok=True)
+    conf = os.path.join(d, 'rabbitmq')
+    with open(conf + '.conf', 'w') as f:
+        f.write('listeners.tcp.default = 127.0.0.1:%d\n'
+                'loopback_users = none\n' % info['ports']['rabbit'])
+    plugins = os.path.join(d, 'enabled_plugins')
+    with open(plugins, 'w') as f:
+        f.write('[].\n')
+    return {
+        # its own node, port, data and cookie: never the shared broker
+        'HOME': d,
+        'RABBITMQ_NODENAME': info['rabbit_node'],
+        'RABBITMQ_NODE_IP_ADDRESS': '127.0.0.1',
+        'RABBITMQ_NODE_PORT': str(info['ports']['rabbit']),
+        'RABBITMQ_DIST_PORT': str(info['ports']['rabbit_dist']),
+        'RABBITMQ_CONFIG_FILE': conf,
+        'RABBITMQ_ENABLED_PLUGINS_FILE': plugins,
+        'RABBITMQ_MNESIA_BASE': os.path.join(d, 'mnesia'),
+        'RABBITMQ_LOG_BASE': os.path.join(d, 'log'),
+        'RABBITMQ_LOGS': '-',
+    }
+
+
+def start_rabbitmq(cloud: Cloud) -> None:
+    if not os.path.exists(RABBIT_SERVER):
+        raise CloudError('rabbitmq-server is not installed (%s): install '
+                         'the rabbitmq-server package' % RABBIT_SERVER)
+    cloud.spawn('rabbitmq', [RABBIT_SERVER], rabbit_env(cloud))
+    port = cloud.info['ports']['rabbit']
+    cloud.wait_for('rabbitmq', lambda: tcp_open(port), 'listen on %d' % port)
+
+
+def start_scheduler(cloud: Cloud, extra_conf: str | None = None) -> None:
+    """nova-scheduler; ``extra_conf`` is one more --config-file."""
+    # --debug: the scheduler's log says which worker (pid) chose what
+    argv = [os.path.join(BIN, 'nova-scheduler'), '--config-file',
+            cloud.conf('nova/nova.conf'), '--config-file',
+            cloud.conf('nova/controller.conf'), '--debug']
+    if extra_conf:
+        argv += ['--config-file', extra_conf]
+    cloud.spawn('nova-scheduler', argv, nova_env())
+
+
+def start_agent(cloud: Cloud, host: str) -> None:
+    cloud.spawn('gpu-nova-agent-' + host, [
+        os.path.join(BIN, 'gpu-nova-agent'), '--config-file',
+        os.path.join(cloud.host_dir(host), 'gpu-nova-agent.conf')])
+
+
+def children(pid: int) -> list[int]:
+    """Live child processes of ``pid`` (from /proc: any thread forked)."""
+    out = []
+    for entry in os.listdir('/proc'):
+        if not entry.isdigit():
+            continue
+        try:
+            with open('/proc/%s/stat' % entry) as f:
+                fields = f.read().rsplit(') ', 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == pid and fields[0] != 'Z':
+            out.append(int(entry))
+    return sorted(out)
+
+
+def scheduler_workers(cloud: Cloud) -> list[int]:
+    """The nova-scheduler worker processes (children of the parent)."""
+    pid = cloud.pid('nova-scheduler')
+    return children(pid) if pid and cloud.alive('nova-scheduler') else []
+
+
+def admin_connection(info: dict):
+    import openstack
+    return openstack.connect(
+        auth_url=info['keystone_url'] + '/v3', username='admin',
+        password=info['admin_password'], project_name='admin',
+        user_domain_name='Default', project_domain_name='Default',
+        region_name=REGION)
+
+
+def agent_reported(conn, host: str) -> bool:
+    """The agent's traits are on the host's compute node provider."""
+    rps = list(conn.placement.resource_providers(name=host))
+    if not rps:
+        return False
+    resp = conn.placement.get(
+        '/resource_providers/%s/traits' % rps[0].id,
+        microversion='1.6')
+    return any(t.startswith('CUSTOM_GPU_')
+               for t in resp.json().get('traits', ()))
+
+
+# --- command line --------------------------------------------------------
+
+
+@contextlib.contextmanager
+def locked(cloud: Cloud):
+    """One start or stop of a cloud at a time (tests share one)."""
+    os.makedirs(cloud.dir, exist_ok=True)
+    with open(os.path.join(cloud.dir, '.lock'), 'w') as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        yield
+
+
+def running(cloud: Cloud) -> bool:
+    """Every process of the cloud is alive (nothing missing)."""
+    names = cloud.names()
+    return bool(names) and 'nova-scheduler' in names and all(
+        cloud.alive(n) for n in names)
+
+
+def start(cloud: Cloud) -> Cloud:
+    """Start the cloud unless it runs; stop what is left on failure."""
+    if running(cloud):
+        return Cloud(cloud.dir)
+    cloud.stop()
+    for sub in ('etc', 'data', 'logs', 'hosts'):
+        shutil.rmtree(os.path.join(cloud.dir, sub), ignore_errors=True)
+    try:
+        Starter(cloud).start()
+    except BaseException:
+        cloud.stop()
+        raise
+    return Cloud(cloud.dir)
+
+
+def use_lines(cloud: Cloud, name: str = 'admin') -> str:
+    return ('export OS_CLIENT_CONFIG_FILE=%s\nexport OS_CLOUD=%s'
+            % (cloud.clouds_yaml, name))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog='tools/run cloud',
+        description='A GPU cloud of real OpenStack processes on this '
+                    'machine (fake libvirt hypervisor).')
+    parser.add_argument('action', choices=('start', 'stop', 'status'))
+    parser.add_argument('--dir', help='State directory (default: %s)'
+                        % DEFAULT_DIR)
+    args = parser.parse_args(argv)
+    cloud = Cloud(args.dir)
+    with locked(cloud):
+        if args.action == 'start':
+            print('==> starting the cloud in %s (logs in %s)'
+                  % (cloud.dir, cloud.logs), flush=True)
+            try:
+                cloud = start(cloud)
+            except CloudError as exc:
+                print('cloud start failed: %s' % exc, file=sys.stderr)
+                return 1
+            print('The cloud runs (hosts: %s). To use it:\n%s'
+                  % (', '.join(cloud.info['hosts']), use_lines(cloud)))
+            print('(OS_CLOUD=member is a member of project demo.)')
+            return 0
+        if args.action == 'stop':
+            names = cloud.stop()
+            print('stopped: %s' % (', '.join(names) or 'nothing was running'))
+            return 0
+        for name in cloud.names():
+            state = 'running' if cloud.alive(name) else 'DEAD'
+            print('%-32s %s' % (name, state))
+        return 0 if running(cloud) else 1
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,273 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Driving a running development cloud the way a user does.
+
+``CloudClient`` runs the real ``openstack`` and ``gpu-nova-ext`` commands
+as subprocesses against the cloud's clouds.yaml, reads Placement through
+openstacksdk to check where servers landed, changes an agent's simulated
+GPU facts, and tells from nova-scheduler's log which of its forked workers
+holds which host's GPU state (the state cache's ``GPU state of HOST
+stored`` DEBUG line, with each worker's pid).
+"""
+import datetime
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+import yaml
+
+from gpu_nova_ext.tests.cloud import devcloud
+
+BIN = os.path.dirname(sys.executable)
+COMMAND_TIMEOUT = 180
+# nova-scheduler's log: "2026-12-02 00:41:25.123 12345 DEBUG <logger> ..."
+_LOG_LINE = re.compile(
+    r'^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+) (\d+) \w+ (\S+) .*?'
+    r'GPU state of (\S+) stored')
+_SCHEDULED = re.compile(
+    r'^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+) (\d+) .*'
+    r'Starting to schedule for instances: \[([^\]]*)\]')
+
+
+class CommandFailed(Exception):
+    pass
+
+
+def _stamp(text: str) -> float:
+    return datetime.datetime.strptime(
+        text, '%Y-%m-%d %H:%M:%S.%f').timestamp()
+
+
+class CloudClient:
+    """A user of the cloud: CLI commands and what they can observe."""
+
+    def __init__(self, cloud: devcloud.Cloud) -> None:
+        self.cloud = cloud
+        self.info = cloud.info
+        self._conn = None
+
+    @property
+    def conn(self):
+        if self._conn is None:
+            self._conn = devcloud.admin_connection(self.info)
+        return self._conn
+
+    def env(self, cloud_name: str) -> dict:
+        env = dict(os.environ)
+        env.update(OS_CLIENT_CONFIG_FILE=self.cloud.clouds_yaml,
+                   OS_CLOUD=cloud_name,
+                   PATH=BIN + os.pathsep + env.get('PATH', ''))
+        for key in list(env):
+            if key.startswith('OS_') and key not in (
+                    'OS_CLIENT_CONFIG_FILE', 'OS_CLOUD'):
+                del env[key]
+        return env
+
+    def run(self, argv: list, cloud_name: str = 'admin',
+            check: bool = True) -> subprocess.CompletedProcess:
+        proc = subprocess.run(
+            argv, env=self.env(cloud_name), capture_output=True, text=True,
+            timeout=COMMAND_TIMEOUT, stdin=subprocess.DEVNULL)
+        if check and proc.returncode:
+            raise CommandFailed('%s exited %d:\n%s%s' % (
+                ' '.join(argv), proc.returncode, proc.stdout, proc.stderr))
+        return proc
+
+    def openstack(self, *args, cloud_name: str = 'admin',
+                  check: bool = True):
+        """``openstack ARGS [-f json]``: the parsed output, if any."""
+        argv = [os.path.join(BIN, 'openstack'),
+                '--os-compute-api-version', '2.90'] + list(args)
+        # only commands that show something take a format
+        if args[1] in ('list', 'show', 'create'):
+            argv += ['-f', 'json']
+        proc = self.run(argv, cloud_name, check)
+        if args[1] not in ('list', 'show', 'create'):
+            return None
+        return json.loads(proc.stdout) if proc.stdout.strip() else None
+
+    def gpu_nova_ext(self, *args, cloud_name: str = 'admin',
+                     check: bool = True) -> subprocess.CompletedProcess:
+        return self.run([os.path.join(BIN, 'gpu-nova-ext')] + list(args),
+                        cloud_name, check)
+
+    # --- servers ---------------------------------------------------------
+
+    def boot(self, name: str, flavor: str, cloud_name: str = 'admin',
+             wait: bool = True, check: bool = True):
+        args = ['server', 'create', '--flavor', flavor, '--image',
+                devcloud.IMAGE_NAME, '--nic', 'none']
+        if wait:
+            args.append('--wait')
+        return self.openstack(*(args + [name]), cloud_name=cloud_name,
+                              check=check)
+
+    def show(self, server: str) -> dict:
+        return self.openstack('server', 'show', server)
+
+    def wait_status(self, server: str, statuses=('ACTIVE', 'ERROR'),
+                    timeout: float = COMMAND_TIMEOUT) -> dict:
+        deadline = time.monotonic() + timeout
+        while True:
+            shown = self.show(server)
+            if shown['status'] in statuses or time.monotonic() > deadline:
+                return shown
+            time.sleep(1)
+
+    @staticmethod
+    def host_of(shown: dict) -> str | None:
+        return shown.get('OS-EXT-SRV-ATTR:host') or shown.get(
+            'compute_host')
+
+    def gpu_providers(self, server_id: str) -> list[str]:
+        """Names of the providers the server's GPU allocation is on."""
+        allocs = self.conn.placement.get(
+            '/allocations/%s' % server_id).json()['allocations']
+        names = []
+        for rp_uuid, alloc in allocs.items():
+            if any(rc in ('VGPU', 'PGPU') or rc.startswith('CUSTOM_')
+                   for rc in alloc['resources']):
+                names.append(self.conn.placement.get(
+                    '/resource_providers/%s' % rp_uuid).json()['name'])
+        return names
+
+    def delete_servers(self, prefix: str) -> None:
+        ids = [s['ID'] for s in self.openstack(
+            'server', 'list', '--all-projects', '--name', '^' + prefix)]
+        if ids:
+            self.openstack('server', 'delete', '--wait', *ids)
+
+    # --- the agents' simulated GPUs --------------------------------------
+
+    def set_health(self, host: str, address: str, health: str) -> float:
+        """Change a GPU's health in the host agent's NVML stand-in."""
+        path = os.path.join(self.cloud.host_dir(host), 'gpus.yaml')
+        with open(path) as f:
+            gpus = yaml.safe_load(f)
+        gpus[address]['health'] = health
+        tmp = path + '.tmp'
+        with open(tmp, 'w') as f:
+            yaml.safe_dump(gpus, f)
+        os.replace(tmp, path)
+        return time.time()
+
+    # --- the scheduler's workers -----------------------------------------
+
+    def state_log(self) -> list[tuple[float, int, str]]:
+        """(time, worker pid, host) of every GPU state a worker stored."""
+        out = []
+        with open(self.cloud.log('nova-scheduler'), errors='replace') as f:
+            for line in f:
+                m = _LOG_LINE.match(line)
+                if m:
+                    out.append((_stamp(m.group(1)), int(m.group(2)),
+                                m.group(4)))
+        return out
+
+    def scheduled_by(self) -> dict[str, int]:
+        """Instance uuid -> pid of the worker that scheduled it."""
+        out = {}
+        with open(self.cloud.log('nova-scheduler'), errors='replace') as f:
+            for line in f:
+                m = _SCHEDULED.match(line)
+                if m:
+                    for uuid in re.findall(r'[0-9a-f-]{36}', m.group(3)):
+                        out[uuid] = int(m.group(2))
+        return out
+
+    def workers_holding(self, since: float) -> dict[int, set]:
+        """Live worker pid -> hosts whose state it stored after ``since``."""
+        workers = devcloud.scheduler_workers(self.cloud)
+        held: dict[int, set] = {pid: set() for pid in workers}
+        for stamp, pid, host in self.state_log():
+            if stamp >= since and pid in held:
+                held[pid].add(host)
+        return held
+
+    def all_workers_hold_all(self, since: float) -> bool:
+        held = self.workers_holding(since)
+        return len(held) == 2 and all(
+            hosts >= set(self.info['hosts']) for hosts in held.values())
+
+    # --- flavors, made as an operator makes them -------------------------
+
+    def make_flavors(self) -> None:
+        small = ['--vcpus', '1', '--ram', '512', '--disk', '1']
+        self.gpu_nova_ext('flavor', 'create', VGPU_FLAVOR, '--model',
+                          A100, *small)
+        self.gpu_nova_ext('flavor', 'create', PCI_FLAVOR, '--mode',
+                          'passthrough', '--model', 'L4', *small)
+        # an A100 vGPU flavor that asks for another model: Placement offers
+        # the A100 host, GpuModelFilter refuses it
+        self.gpu_nova_ext('flavor', 'create', IMPOSSIBLE_FLAVOR, '--model',
+                          A100, *small)
+        self.openstack('flavor', 'set', '--property', 'gpu:model=L4',
+                       IMPOSSIBLE_FLAVOR)
+
+    # --- waiting for the workers' state, with probes ---------------------
+
+    def probe(self) -> None:
+        """One scheduling request (it ends in NoValidHost).
+
+        A worker that has not scheduled since it started starts its state
+        listener with it.
+        """
+        self._probes = getattr(self, '_probes', 0) + 1
+        self.boot('probe-%d' % self._probes, IMPOSSIBLE_FLAVOR, wait=False)
+
+    def wait_until_workers_hold(self, since: float, timeout: float,
+                                probe_every: float = 3.0) -> float:
+        """Wait until both workers stored every host's state after ``since``.
+
+        Probes while a worker lacks one; returns when (epoch seconds) that
+        was seen; fails after ``timeout``.
+        """
+        deadline = time.monotonic() + timeout
+        last_probe = 0.0
+        try:
+            while time.monotonic() < deadline:
+                if self.all_workers_hold_all(since):
+                    return time.time()
+                held = self.workers_holding(since)
+                if (len(held) < 2 or not all(held.values())) and (
+                        time.monotonic() - last_probe > probe_every):
+                    last_probe = time.monotonic()
+                    self.probe()
+                time.sleep(0.2)
+        finally:
+            if getattr(self, '_probes', 0):
+                self.delete_servers('probe-')
+        raise AssertionError(
+            'scheduler workers did not all hold every host\'s GPU state '
+            'within %ds: %s; see %s' % (
+                timeout, self.workers_holding(since),
+                self.cloud.log('nova-scheduler')))
+
+
+A100 = 'A100_80GB_PCIE'
+VGPU_FLAVOR = 'gpu.a100.vgpu'
+PCI_FLAVOR = 'gpu.l4.pci'
+IMPOSSIBLE_FLAVOR = 'gpu.a100.as.l4'
+
+
+def pgpu(host: str, address: str) -> str:
+    """Name Nova gives the libvirt pGPU provider of ``address``."""
+    return '%s_pci_%s' % (host, address.replace(':', '_').replace('.', '_'))
+
+
+def pci_rp(host: str, address: str) -> str:
+    """Name Nova gives a PCI-in-Placement device provider."""
+    return '%s_%s' % (host, address.upper())
