@@ -26,7 +26,7 @@ SECTIONS = ('Architecture', 'Placement ownership', 'Flavor extra specs',
             'Remediation, drains and driver roll-outs',
             'GPU quota per model', 'Operator CLI', 'Monitoring',
             'Simulator', 'Packaging, versions and the install matrix',
-            'Development cloud')
+            'Tests', 'Development cloud')
 
 
 def _titles():
