@@ -61,6 +61,22 @@ def score(model: str, overrides: dict) -> float | None:
     return best
 
 
+def scored_pool(record, gpus, ctx):
+    """The request's capability overrides and the GPUs to score.
+
+    The overrides (``[gpu_weights] capability_scores``) are read once per
+    request; the GPUs are the claimed ones, or every GPU of the host that
+    is not unhealthy when the request claims none.
+    """
+    overrides = ctx.extra.get('capability_scores')
+    if overrides is None:
+        overrides = ctx.extra['capability_scores'] = (
+            weighing.CONF.gpu_weights.capability_scores)
+    pool = gpus or [
+        g for g in record.gpus if record.health_rank[g.index] < 2]
+    return overrides, pool
+
+
 class GpuCapabilityWeigher(weighing.GpuWeigher):
     """Weigh hosts by the capability of their GPU model.
 
@@ -76,12 +92,7 @@ class GpuCapabilityWeigher(weighing.GpuWeigher):
     def value(self, record, gpus, allocs, host_state, ctx):
         if record is None:
             return None
-        overrides = ctx.extra.get('capability_scores')
-        if overrides is None:
-            overrides = ctx.extra['capability_scores'] = (
-                weighing.CONF.gpu_weights.capability_scores)
-        pool = gpus or [
-            g for g in record.gpus if record.health_rank[g.index] < 2]
+        overrides, pool = scored_pool(record, gpus, ctx)
         values = [s for s in (score(g.model, overrides) for g in pool
                               if g.model) if s is not None]
         return max(values) if values else None

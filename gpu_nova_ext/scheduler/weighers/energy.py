@@ -34,12 +34,7 @@ class GpuEnergyWeigher(weighing.GpuWeigher):
     def value(self, record, gpus, allocs, host_state, ctx):
         if record is None:
             return None
-        overrides = ctx.extra.get('capability_scores')
-        if overrides is None:
-            overrides = ctx.extra['capability_scores'] = (
-                weighing.CONF.gpu_weights.capability_scores)
-        pool = gpus or [
-            g for g in record.gpus if record.health_rank[g.index] < 2]
+        overrides, pool = capability.scored_pool(record, gpus, ctx)
         values = []
         for gpu in pool:
             metrics = record.dynamic[gpu.index].get('metrics') or {}
