@@ -107,12 +107,16 @@ class GpuFilter(filters.BaseHostFilter, filters.CandidateFilterMixin):
             return filter_obj_list
         return self._filter(list(filter_obj_list), ctx, constraint, name)
 
+    def _fact_groups(self, record: records.HostRecord):
+        """(fact, GPU providers with that fact) pairs of a host."""
+        return record.groups(self.FAMILY).items()
+
     def _verdict(self, record: records.HostRecord, constraint: Any,
                  memo: dict):
         """True (all pass), False (all fail) or the failing providers."""
         failing = []
         passing = False
-        for fact, providers in record.groups(self.FAMILY).items():
+        for fact, providers in self._fact_groups(record):
             ok = memo.get(fact)
             if ok is None:
                 ok = memo[fact] = self.fact_passes(fact, constraint)

@@ -34,20 +34,8 @@ class GpuPowerProfileFilter(filtering.GpuFilter):
     def fact_passes(self, fact, constraint):
         return fact == constraint
 
-    def _verdict(self, record, constraint, memo):
-        # the profile is a fact no other filter judges: grouped here
+    def _fact_groups(self, record):
+        # the profile is a fact no other filter judges: read per GPU here
         # rather than as a family of the shared records
-        failing = []
-        passing = False
-        for gpu in record.gpus:
-            fact = gpu.source.get('power_profile')
-            ok = memo.get(fact)
-            if ok is None:
-                ok = memo[fact] = self.fact_passes(fact, constraint)
-            if ok:
-                passing = True
-            else:
-                failing.extend(gpu.provider_uuids)
-        if not passing:
-            return False
-        return frozenset(failing) if failing else True
+        return ((gpu.source.get('power_profile'), gpu.provider_uuids)
+                for gpu in record.gpus)
