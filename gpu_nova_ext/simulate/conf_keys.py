@@ -109,17 +109,23 @@ def placement_conf(check: checks.Checker, value: Any, hosts: int = 0
         opts = check.mapping(opts, entry)
         check.keys(opts, tuple(getattr(conf, group)), entry)
         for name, val in opts.items():
-            check.finite_values(val, '%s.%s' % (entry, name))
-            try:
-                conf.set_override(name, val, group)
-                # set_override converts; reading it back checks choices
-                getattr(getattr(conf, group), name)
-            except (ValueError, TypeError, cfg.Error) as exc:
-                raise check.fail('%s.%s' % (entry, name), 'bad value %r: '
-                                 '%s. See the option in Placement\'s '
-                                 'configuration reference.' % (val, exc))
+            _set_checked(check, conf, group, name, val, entry,
+                         "Placement's configuration reference")
             out[(group, name)] = val
     return out, True
+
+
+def _set_checked(check: checks.Checker, conf: cfg.ConfigOpts, group: str,
+                 name: str, val: Any, entry: str, reference: str) -> None:
+    """Set one option of a scenario's conf key, checked as oslo does."""
+    check.finite_values(val, '%s.%s' % (entry, name))
+    try:
+        conf.set_override(name, val, group)
+        # set_override converts; reading it back checks choices and bounds
+        getattr(getattr(conf, group), name)
+    except (ValueError, TypeError, cfg.Error) as exc:
+        raise check.fail('%s.%s' % (entry, name), 'bad value %r: %s. See '
+                         'the option in %s.' % (val, exc, reference))
 
 
 def _agent_opts() -> cfg.ConfigOpts:
@@ -143,15 +149,8 @@ def agent_conf(check: checks.Checker,
         allowed = AGENT_OPTIONS[group] or tuple(getattr(conf, group))
         check.keys(opts, allowed, entry)
         for name, val in opts.items():
-            check.finite_values(val, '%s.%s' % (entry, name))
-            try:
-                conf.set_override(name, val, group)
-                # set_override converts; reading it back checks bounds
-                getattr(getattr(conf, group), name)
-            except (ValueError, TypeError, cfg.Error) as exc:
-                raise check.fail('%s.%s' % (entry, name), 'bad value %r: '
-                                 '%s. See the option in etc/gpu-nova-ext/'
-                                 'gpu-nova-agent.conf.sample.' % (val, exc))
+            _set_checked(check, conf, group, name, val, entry,
+                         'etc/gpu-nova-ext/gpu-nova-agent.conf.sample')
             out[(group, name)] = val
     return out
 
