@@ -36,6 +36,18 @@ ENFORCED_BY = ("Nova enforces these limits with [quota] driver = "
                "this service (nova-api, nova-conductor).")
 
 
+def _add_limits_service_args(sub) -> None:
+    """Where the limits live (Nova's endpoint, region), the cloud, run."""
+    sub.add_argument('--endpoint-id', metavar='ID',
+                     help="Nova's [oslo_limit] endpoint_id (default: "
+                          'the compute service of the catalog).')
+    sub.add_argument('--region', metavar='R',
+                     help="Region of the limits (default: the compute "
+                          "endpoints' one region).")
+    ops_common.add_cloud_arg(sub)
+    sub.set_defaults(func=run)
+
+
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
         'quota', help='GPU quota per model (Keystone unified limits).',
@@ -69,14 +81,7 @@ def register(subparsers) -> None:
             sub.add_argument('--limit', required=True, metavar='N',
                              help='GPUs (vGPUs) of the model; -1 for '
                                   'unlimited.')
-        sub.add_argument('--endpoint-id', metavar='ID',
-                         help="Nova's [oslo_limit] endpoint_id (default: "
-                              'the compute service of the catalog).')
-        sub.add_argument('--region', metavar='R',
-                         help="Region of the limits (default: the compute "
-                              "endpoints' one region).")
-        ops_common.add_cloud_arg(sub)
-        sub.set_defaults(func=run)
+        _add_limits_service_args(sub)
     text = ('Before switching Nova to unified limits: the legacy quotas '
             "(Nova's database) that Keystone does not hold yet and that "
             'the switch would therefore lose, and the nova-manage '
@@ -88,14 +93,7 @@ def register(subparsers) -> None:
     check.add_argument('--project', metavar='P',
                        help='Only this Keystone project (name or id); '
                             'default: every project.')
-    check.add_argument('--endpoint-id', metavar='ID',
-                       help="Nova's [oslo_limit] endpoint_id (default: "
-                            'the compute service of the catalog).')
-    check.add_argument('--region', metavar='R',
-                       help="Region of the limits (default: the compute "
-                            "endpoints' one region).")
-    ops_common.add_cloud_arg(check)
-    check.set_defaults(func=run)
+    _add_limits_service_args(check)
 
 
 def _classes(placement, args) -> list[quota.GpuClass]:
