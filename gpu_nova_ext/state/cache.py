@@ -37,6 +37,7 @@ raises.
   :data:`RESEND_INTERVAL`).
 """
 from collections.abc import Callable
+import logging as std_logging
 import threading
 import time
 from typing import Any
@@ -158,7 +159,10 @@ class GpuStateCache:
         if reason is True:
             # one line per stored message (DEBUG): which process of a
             # forked nova-scheduler holds which host's state, and since when
-            LOG.debug('GPU state of %s stored', schema.host_of(message))
+            # (on the ingestion hot path: nothing is computed unless
+            # DEBUG is on)
+            if LOG.isEnabledFor(std_logging.DEBUG):
+                LOG.debug('GPU state of %s stored', schema.host_of(message))
             self.listener.arrived()
             return True
         if reason:
