@@ -11,8 +11,9 @@
 # under the License.
 
 """The tests' one deadline: a passing wait costs no sleep, a failing one
-ends at the deadline.  On a simulated clock (time.monotonic and
-time.sleep, which tenacity reads), so no assertion is about wall time."""
+ends at the deadline.  On a simulated clock (the deadline module's own
+clock and sleep, never the time module that other threads in the test
+process read), so no assertion is about wall time."""
 import importlib
 
 import fixtures
@@ -39,9 +40,13 @@ class TestDeadline(testtools.TestCase):
     def setUp(self):
         super().setUp()
         self.clock = Clock()
-        self.useFixture(fixtures.MonkeyPatch('time.monotonic',
-                                             self.clock.monotonic))
-        self.useFixture(fixtures.MonkeyPatch('time.sleep', self.clock.sleep))
+        self.simulate_clock()
+
+    def simulate_clock(self):
+        self.useFixture(fixtures.MonkeyPatch(
+            'gpu_nova_ext.tests.deadline.monotonic', self.clock.monotonic))
+        self.useFixture(fixtures.MonkeyPatch(
+            'gpu_nova_ext.tests.deadline.sleep', self.clock.sleep))
 
     def polls(self, values):
         """A predicate answering ``values`` in turn, then the last."""
@@ -76,6 +81,7 @@ class TestDeadline(testtools.TestCase):
         self.useFixture(fixtures.EnvironmentVariable(
             'GPU_NOVA_EXT_TEST_WAIT_S', '7.5'))
         importlib.reload(deadline)
+        self.simulate_clock()   # the reload put the real clock back
         self.assertEqual(7.5, deadline.WAIT_S)
         start = self.clock.now
         self.assertIsNone(deadline.wait_for(self.polls([None])))

@@ -15,7 +15,6 @@
 Write requests are counted at the server (a WSGI middleware in front of
 Placement), not in the client.
 """
-import time
 import uuid
 
 import fixtures
@@ -36,9 +35,7 @@ class TestAnnotate(base.PlacementTestCase):
         reporter = self.make_reporter()
 
         self.placement.reset_counters()
-        start = time.monotonic()
         result = reporter.report(inv)
-        first_time = time.monotonic() - start
         first_writes = self.placement.writes
         # 8 custom traits created once, the root and 8 pGPU providers
         self.assertEqual(17, first_writes, self.placement.write_log)
@@ -59,9 +56,7 @@ class TestAnnotate(base.PlacementTestCase):
         self.assertNotIn(MODEL_TRAIT, self.traits(root))
 
         self.placement.reset_counters()
-        start = time.monotonic()
         again = reporter.report(base.make_inventory(self.HOST, list(pgpus)))
-        steady_time = time.monotonic() - start
         self.assertEqual(0, self.placement.writes, self.placement.write_log)
         self.assertEqual([], again.changes)
         self.assertEqual(0, again.writes)
@@ -70,9 +65,6 @@ class TestAnnotate(base.PlacementTestCase):
         self.make_reporter().report(base.make_inventory(self.HOST,
                                                         list(pgpus)))
         self.assertEqual(0, self.placement.writes, self.placement.write_log)
-        # generous bounds for a loaded 2-core CI machine
-        self.assertLess(steady_time, 2.0)
-        self.assertLess(first_time, 10.0)
 
     def test_pci_providers_get_no_traits_but_their_uuids_are_recorded(self):
         root, pcis = self.pci_host(2)
