@@ -103,6 +103,12 @@ def parse_profiles(values) -> dict[str, Profile]:
     return profiles
 
 
+def profile_for(profiles: dict[str, Profile],
+                model: str | None) -> Profile | None:
+    """The profile of a model: its own, else ``*``'s, else None."""
+    return profiles.get(model or '') or profiles.get('*')
+
+
 @dataclasses.dataclass
 class Applied:
     """One GPU's policy after a cycle (the exporter and the state)."""
@@ -127,7 +133,7 @@ class PowerPolicy:
         return bool(self.profiles)
 
     def profile_for(self, model: str | None) -> Profile | None:
-        return self.profiles.get(model or '') or self.profiles.get('*')
+        return profile_for(self.profiles, model)
 
     def check(self, nvml, inventory) -> None:
         """Refuse, at start, an explicit limit outside a GPU's range."""
