@@ -261,3 +261,32 @@ def plan_gpu(pci_address: str, model: str | None, layout: Layout | None,
         plan.steps = []
     plan.blocked.extend(busy)
     return plan
+
+
+def layouts_for_host(conf, models) -> tuple[dict, list[str]]:
+    """This host's layouts of ``models`` for ``nova-conf``, and notes.
+
+    model -> profile counts: ``[mig] host_layouts`` for ``[DEFAULT] host``
+    over ``layouts``.  An ``aggregate_layouts`` value needs the host's
+    Placement aggregates, which only the agent reads (``mig plan`` shows
+    them): such a model gets no layout here, and a note says so.
+    """
+    from gpu_nova_ext.agent import override_scope
+    hosts = parse_scoped_layouts(conf.mig.host_layouts, 'host_layouts',
+                                 'host')
+    chooser = override_scope.Chooser(
+        conf.host, parse_layouts(conf.mig.layouts),
+        parse_scoped_layouts(conf.mig.aggregate_layouts,
+                             'aggregate_layouts', 'aggregate'),
+        hosts.get(conf.host, {}))
+    layouts, notes = {}, []
+    for model in sorted(m for m in set(models) if m):
+        choice = chooser.choose(model, None)
+        if choice.problem:
+            notes.append('GPU model %s: not written from a MIG layout: %s; '
+                         'gpu-nova-ext mig plan (which reads them) shows '
+                         'its layout; its GPUs\' current vGPU types are '
+                         'offered.' % (model, choice.problem))
+        elif choice.value is not None:
+            layouts[model] = choice.value.counts
+    return layouts, notes

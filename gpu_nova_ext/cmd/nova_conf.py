@@ -110,36 +110,6 @@ def write_file(path: str, text: str) -> None:
             % (path, exc.strerror or exc))
 
 
-def _mig_layouts(conf, inventory) -> tuple[dict, list[str]]:
-    """model -> profile counts of this host's layouts, and notes.
-
-    This host's ``[mig] host_layouts`` over the model's ``layouts``; an
-    ``aggregate_layouts`` value needs the host's Placement aggregates,
-    which only the agent reads: such a model is left to its current
-    vGPU types, with a note.
-    """
-    from gpu_nova_ext.agent import mig_layout
-    from gpu_nova_ext.agent import override_scope
-    hosts = mig_layout.parse_scoped_layouts(
-        conf.mig.host_layouts, 'host_layouts', 'host')
-    chooser = override_scope.Chooser(
-        conf.host, mig_layout.parse_layouts(conf.mig.layouts),
-        mig_layout.parse_scoped_layouts(conf.mig.aggregate_layouts,
-                                        'aggregate_layouts', 'aggregate'),
-        hosts.get(conf.host, {}))
-    layouts, notes = {}, []
-    for model in sorted({g.model for g in inventory.gpus if g.model}):
-        choice = chooser.choose(model, None)
-        if choice.problem:
-            notes.append('GPU model %s: not written from its MIG layout: '
-                         '%s; gpu-nova-ext mig plan (which reads them) '
-                         'shows the layout, and its GPUs\' current vGPU '
-                         'types are offered.' % (model, choice.problem))
-        elif choice.value is not None:
-            layouts[model] = choice.value.counts
-    return layouts, notes
-
-
 def run(args: argparse.Namespace, conf: cfg.ConfigOpts) -> int:
     from gpu_nova_ext.inventory import manager
 
@@ -155,12 +125,14 @@ def run(args: argparse.Namespace, conf: cfg.ConfigOpts) -> int:
         return 0
     if args.libvirt_uri:
         conf.set_override('libvirt_uri', args.libvirt_uri, group='agent')
+    from gpu_nova_ext.agent import mig_layout
+
     options = options_from_args(args)
+    options.mig_layouts = {
+        model: layout.counts for model, layout in
+        mig_layout.parse_layouts(conf.mig.layouts).items()}
     inventory = manager.discover(conf)
-    options.mig_layouts, notes = _mig_layouts(conf, inventory)
-    drop = nova_conf.generate(inventory, options)
-    drop.notes.extend(notes)
-    text = drop.render()
+    text = nova_conf.generate(inventory, options).render()
     if not args.output or args.output == '-':
         sys.stdout.write(text)
         return 0

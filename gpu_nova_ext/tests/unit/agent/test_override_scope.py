@@ -112,3 +112,17 @@ class ManagerScopeTest(base.BaseTestCase):
         choice = manager.layout_for(A100)
         self.assertEqual(('1g.10gb=7', 'host cn1'),
                          (choice.value.describe(), choice.source))
+
+    def test_nova_conf_layouts_for_this_host(self):
+        self.conf.config(group='mig', layouts=['%s:7g.80gb=1' % A100,
+                                               'A30:4g.24gb=1'],
+                         host_layouts=['cn1:%s:1g.10gb=7' % A100],
+                         aggregate_layouts=['%s:H200:7g.141gb=1' % AGG])
+        layouts, notes = mig_layout.layouts_for_host(
+            self.conf.conf, [A100, 'A30', 'H200', 'L4'])
+        self.assertEqual({A100: (('1g.10gb', 7),),
+                          'A30': (('4g.24gb', 1),)}, layouts)
+        self.assertEqual(1, len(notes))
+        self.assertIn('GPU model H200: not written from a MIG layout: the '
+                      "host's Placement aggregates are not known yet",
+                      notes[0])
