@@ -31,6 +31,7 @@ from gpu_nova_ext.agent import attribution
 from gpu_nova_ext.agent import mig_layout
 from gpu_nova_ext.agent import mig_nvml
 from gpu_nova_ext.agent import override_scope
+from gpu_nova_ext.inventory import mig_profiles
 from gpu_nova_ext.inventory import nova_config
 from gpu_nova_ext import naming
 
@@ -193,24 +194,27 @@ class MigManager:
         outcomes = []
         for gpu in inventory.gpus:
             choice = self.layout_for(gpu.model)
-            if choice.problem:
-                outcomes.append(GpuOutcome(mig_layout.GpuPlan(
-                    gpu.pci_address, gpu.model, None,
-                    blocked=[choice.problem]), mig_nvml.MigState()))
-                continue
             layout = choice.value
-            if layout is None:
+            if layout is None and not choice.problem:
                 continue
             busy = busy_reasons(gpu, usages, holders)
+            board = (layout.board if layout is not None
+                     else mig_profiles.board_for_model(gpu.model))
             try:
                 handle = nvml.nvmlDeviceGetHandleByPciBusId(gpu.pci_address)
-                state = mig_nvml.read_state(nvml, handle, layout.board)
+                state = mig_nvml.read_state(nvml, handle, board)
             except nvml.NVMLError as exc:
                 handle, state = None, mig_nvml.MigState()
                 busy.append('NVML cannot read it (error %s)' % getattr(
                     exc, 'value', exc))
             if state.current is None and handle is not None:
                 busy.append('NVML reports no MIG on this GPU')
+            if choice.problem:
+                # no layout chosen: what the GPU holds now, and why
+                outcomes.append(GpuOutcome(mig_layout.GpuPlan(
+                    gpu.pci_address, gpu.model, None,
+                    blocked=[choice.problem]), state, handle))
+                continue
             plan = mig_layout.plan_gpu(
                 gpu.pci_address, gpu.model, layout, state.current,
                 state.pending, [(n, s) for n, s, _h in state.instances],

@@ -209,6 +209,7 @@ class TestLayoutAndPowerOverrides(base.PlacementTestCase):
         self.assertEqual('blocked', agent.mig.last[0].status)
         row, = self.plan()['gpus']
         self.assertIsNone(row['layout'])
+        self.assertEqual('disabled', row['mig_mode'])
         self.assertIn('give A100_80GB_PCIE different values',
                       row['cannot'][0])
 
