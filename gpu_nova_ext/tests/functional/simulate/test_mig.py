@@ -117,6 +117,34 @@ class TestMigLayouts(test_cloud.CloudTestCase):
         self.assertEqual({'eff-0001': 'efficiency',
                           'perf-0001': 'max-performance'}, profiles)
 
+    def test_without_our_filters_a_power_flavor_is_misplaced(self):
+        scenario = {
+            'hosts': [
+                _host('eff', mig='A100_80GB_PCIE:1g.10gb=7',
+                      power='A100_80GB_PCIE:efficiency'),
+                _host('perf', mig='A100_80GB_PCIE:1g.10gb=7')],
+            'flavors': [_flavor('green', {'resources:%s' % RC_1G: 1,
+                                          'gpu:power_profile': 'efficiency'})],
+            'boots': [{'flavor': 'green', 'name': 'green', 'count': 6}],
+        }
+        data, err = self.simulate(scenario, '--compare', 'pack', 'nova')
+        runs = {run['policy']: run for run in data['policies']}
+        for server in runs['pack']['placements']:
+            self.assertEqual('eff-0001', server['host'])
+            self.assertNotIn('misplaced', server)
+        # Nova's own filters cannot read gpu:power_profile
+        on_perf = [s for s in runs['nova']['placements']
+                   if s['host'] == 'perf-0001']
+        self.assertTrue(on_perf)
+        for server in runs['nova']['placements']:
+            if server['host'] == 'perf-0001':
+                self.assertIn('does not meet power profile efficiency',
+                              server['misplaced'])
+            else:
+                self.assertNotIn('misplaced', server)
+        self.assertEqual(len(on_perf),
+                         runs['nova']['summary']['servers_misplaced'])
+
 
 class TestMigRefused(test_cloud.CloudTestCase):
 
