@@ -126,3 +126,22 @@ class ManagerScopeTest(base.BaseTestCase):
         self.assertIn('GPU model H200: not written from a MIG layout: the '
                       "host's Placement aggregates are not known yet",
                       notes[0])
+
+    def test_power_waits_for_the_aggregates_and_says_why(self):
+        from gpu_nova_ext.inventory import base as inv
+        self.conf.config(group='power', profiles=['*:balanced'],
+                         aggregate_profiles=['%s:*:efficiency' % AGG])
+        policy = power_policy.PowerPolicy(self.conf.conf)
+        self.assertTrue(policy.needs_aggregates)
+        inventory = inv.HostInventory(host='cn1', gpus=[inv.Gpu(
+            pci_address='0000:3b:00.0', vendor='nvidia', model=A100)])
+        applied = policy.apply(None, inventory)['0000:3b:00.0']
+        self.assertIn('aggregates are not known yet', applied.error)
+        self.assertIsNone(inventory.gpus[0].power_profile)
+        # read, and not a member: the model's profile
+        policy.aggregates = frozenset([AGG2])
+        self.assertEqual('balanced', policy.profile_for(A100).name)
+        policy.aggregates = frozenset([AGG])
+        self.assertEqual(('efficiency', 'aggregate %s' % AGG),
+                         (policy.choose(A100).value.name,
+                          policy.choose(A100).source))
