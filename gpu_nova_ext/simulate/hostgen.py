@@ -173,6 +173,8 @@ class Generated:
     enabled_mdev_types: list[str]
     #: mdev type id -> its MIG type, for the types of ``mig:`` layouts
     mig_types: dict[str, MigType] = dataclasses.field(default_factory=dict)
+    #: the models of the GPUs
+    models: list[str] = dataclasses.field(default_factory=list)
 
 
 def _address(bus: int, slot: int = 0, function: int = 0) -> str:
@@ -300,7 +302,8 @@ def generate(specs: list[GpuSpec]) -> Generated:
                          'kinds')
     return Generated(xml_text=xml, facts=facts,
                      nova_gpu_mode='pci' if modes == {True} else 'vgpu',
-                     enabled_mdev_types=mdev_types, mig_types=migs)
+                     enabled_mdev_types=mdev_types, mig_types=migs,
+                     models=sorted({s.model for s in specs}))
 
 
 def parse(check: checks.Checker, value: list, entry: str,

@@ -411,14 +411,13 @@ def _host(check: checks.Checker, item: dict, entry: str, base: str,
         host.mig_types = dict(generated.mig_types)
     if 'power' in item:
         host.power_profiles = _power(check, item['power'], entry + '.power')
-        models = ({s['name'].replace(' ', '_') for s in
-                   generated.facts.values()} if generated else None)
+        models = generated.models if generated else None
         for model in host.power_profiles:
             if models is not None and model != '*' and model not in models:
                 raise check.fail(entry + '.power', 'power profile of GPU '
                                  'model %s, which this host kind has no GPU '
                                  'of (its GPUs: %s)' % (
-                                     model, ', '.join(sorted(models))))
+                                     model, ', '.join(models)))
     for key in ('vcpus', 'memory_mb', 'disk_gb'):
         if key in item:
             setattr(host, key, check.integer(item[key], '%s.%s'
