@@ -144,6 +144,32 @@ def parse_layouts(values) -> dict[str, Layout]:
     return layouts
 
 
+def parse_scoped_layouts(values, option: str,
+                         scope: str) -> dict[str, dict[str, Layout]]:
+    """``aggregate_layouts`` / ``host_layouts`` -> scope -> model -> Layout.
+
+    Values are ``SCOPE:MODEL:PROFILE=COUNT,...`` (see override_scope).
+    """
+    from gpu_nova_ext.agent import override_scope
+    out: dict[str, dict[str, Layout]] = {}
+    for value in values or ():
+        name, rest = override_scope.split(value, OPTION[0], option, scope)
+        try:
+            layout = parse_layout(rest)
+        except exception.InvalidOption as exc:
+            raise exception.InvalidOption(
+                group=OPTION[0], option=option, value=value,
+                reason=exc.kwargs['reason'])
+        mine = out.setdefault(name, {})
+        if layout.model in mine:
+            raise exception.InvalidOption(
+                group=OPTION[0], option=option, value=value,
+                reason='GPU model %s has two layouts for %s %s; declare '
+                       'one' % (layout.model, scope, name))
+        mine[layout.model] = layout
+    return out
+
+
 def check_passthrough(layouts: dict[str, Layout], device_specs) -> None:
     """Refuse a layout for a model nova.conf passes through whole.
 
@@ -178,6 +204,8 @@ class GpuPlan:
     pci_address: str
     model: str | None
     layout: Layout | None
+    #: where the layout came from: 'host NAME', 'aggregate UUID', 'model'
+    source: str | None = None
     #: steps in order: ('enable', None) / ('destroy', (name, start)) /
     #: ('create', (name, start))
     steps: list = dataclasses.field(default_factory=list)
@@ -202,14 +230,14 @@ class GpuPlan:
 
 def plan_gpu(pci_address: str, model: str | None, layout: Layout | None,
              mig_current: bool | None, mig_pending: bool | None,
-             instances, busy=()) -> GpuPlan:
+             instances, busy=(), source: str | None = None) -> GpuPlan:
     """Steps that bring one GPU to ``layout``.
 
     :param instances: ``(profile name, start)`` of its GPU instances now.
     :param busy: reasons it is in use (Placement allocations, servers in
         libvirt, whole-GPU passthrough): then nothing may change.
     """
-    plan = GpuPlan(pci_address, model, layout)
+    plan = GpuPlan(pci_address, model, layout, source)
     if layout is None:
         return plan
     instances = sorted(instances)
@@ -233,3 +261,32 @@ def plan_gpu(pci_address: str, model: str | None, layout: Layout | None,
         plan.steps = []
     plan.blocked.extend(busy)
     return plan
+
+
+def layouts_for_host(conf, models) -> tuple[dict, list[str]]:
+    """This host's layouts of ``models`` for ``nova-conf``, and notes.
+
+    model -> profile counts: ``[mig] host_layouts`` for ``[DEFAULT] host``
+    over ``layouts``.  An ``aggregate_layouts`` value needs the host's
+    Placement aggregates, which only the agent reads (``mig plan`` shows
+    them): such a model gets no layout here, and a note says so.
+    """
+    from gpu_nova_ext.agent import override_scope
+    hosts = parse_scoped_layouts(conf.mig.host_layouts, 'host_layouts',
+                                 'host')
+    chooser = override_scope.Chooser(
+        conf.host, parse_layouts(conf.mig.layouts),
+        parse_scoped_layouts(conf.mig.aggregate_layouts,
+                             'aggregate_layouts', 'aggregate'),
+        hosts.get(conf.host, {}))
+    layouts, notes = {}, []
+    for model in sorted(m for m in set(models) if m):
+        choice = chooser.choose(model, None)
+        if choice.problem:
+            notes.append('GPU model %s: not written from a MIG layout: %s; '
+                         'gpu-nova-ext mig plan (which reads them) shows '
+                         'its layout; its GPUs\' current vGPU types are '
+                         'offered.' % (model, choice.problem))
+        elif choice.value is not None:
+            layouts[model] = choice.value.counts
+    return layouts, notes

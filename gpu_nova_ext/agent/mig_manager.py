@@ -30,6 +30,8 @@ from oslo_log import log as logging
 from gpu_nova_ext.agent import attribution
 from gpu_nova_ext.agent import mig_layout
 from gpu_nova_ext.agent import mig_nvml
+from gpu_nova_ext.agent import override_scope
+from gpu_nova_ext.inventory import mig_profiles
 from gpu_nova_ext.inventory import nova_config
 from gpu_nova_ext import naming
 
@@ -55,6 +57,8 @@ class GpuOutcome:
             if result.failed:
                 return 'failed'
             return 'pending' if result.pending else 'changed'
+        if plan.layout is None and plan.blocked:
+            return 'blocked'      # no layout could be chosen
         if plan.in_line:
             return 'in_line'
         if plan.pending:
@@ -124,9 +128,20 @@ class MigManager:
 
     def __init__(self, conf):
         self.layouts = mig_layout.parse_layouts(conf.mig.layouts)
-        if self.layouts:
-            mig_layout.check_passthrough(
-                self.layouts, nova_config.load(conf).pci_device_specs)
+        self.aggregate_layouts = mig_layout.parse_scoped_layouts(
+            conf.mig.aggregate_layouts, 'aggregate_layouts', 'aggregate')
+        hosts = mig_layout.parse_scoped_layouts(
+            conf.mig.host_layouts, 'host_layouts', 'host')
+        self.chooser = override_scope.Chooser(
+            conf.host, self.layouts, self.aggregate_layouts,
+            hosts.get(conf.host, {}))
+        if self.chooser.active():
+            specs = nova_config.load(conf).pci_device_specs
+            for table in ([self.layouts, self.chooser.by_host] +
+                          list(self.aggregate_layouts.values())):
+                mig_layout.check_passthrough(table, specs)
+        #: this host's Placement aggregates (None: not read yet)
+        self.aggregates: frozenset | None = None
         self.apply_enabled = conf.mig.apply
         self.last: list[GpuOutcome] = []
         self._libvirt_uri = conf.agent.libvirt_uri
@@ -134,7 +149,15 @@ class MigManager:
 
     @property
     def active(self) -> bool:
-        return bool(self.layouts)
+        return self.chooser.active()
+
+    @property
+    def needs_aggregates(self) -> bool:
+        return bool(self.aggregate_layouts)
+
+    def layout_for(self, model: str | None) -> override_scope.Choice:
+        """The layout of ``model`` here: host > aggregate > model."""
+        return self.chooser.choose(model or '', self.aggregates)
 
     def servers(self) -> attribution.Holders | None:
         """The running domains' devices; None when libvirt failed."""
@@ -143,12 +166,18 @@ class MigManager:
         holders = self._attribution.refresh(time.monotonic())
         return None if self._attribution.failed else holders
 
-    def cycle(self, inventory, client, apply: bool = True) -> bool:
+    def cycle(self, inventory, client, apply: bool = True,
+              root_uuid: str | None = None) -> bool:
         """Read Placement, libvirt and NVML, then plan (and apply).
 
-        Returns True when a GPU changed (the caller rediscovers).
+        ``root_uuid``: the compute node provider, whose aggregates choose
+        the ``aggregate_layouts`` (read when there are any).  Returns True
+        when a GPU changed (the caller rediscovers).
         """
         import pynvml
+        if self.needs_aggregates and root_uuid:
+            self.aggregates = override_scope.read_aggregates(client,
+                                                             root_uuid)
         usages = read_usages(client, inventory) if client else None
         holders = self.servers()
         pynvml.nvmlInit()
@@ -164,23 +193,32 @@ class MigManager:
         """One plan per GPU of a model with a layout (NVML read only)."""
         outcomes = []
         for gpu in inventory.gpus:
-            layout = self.layouts.get(gpu.model)
-            if layout is None:
+            choice = self.layout_for(gpu.model)
+            layout = choice.value
+            if layout is None and not choice.problem:
                 continue
             busy = busy_reasons(gpu, usages, holders)
+            board = (layout.board if layout is not None
+                     else mig_profiles.board_for_model(gpu.model))
             try:
                 handle = nvml.nvmlDeviceGetHandleByPciBusId(gpu.pci_address)
-                state = mig_nvml.read_state(nvml, handle, layout.board)
+                state = mig_nvml.read_state(nvml, handle, board)
             except nvml.NVMLError as exc:
                 handle, state = None, mig_nvml.MigState()
                 busy.append('NVML cannot read it (error %s)' % getattr(
                     exc, 'value', exc))
             if state.current is None and handle is not None:
                 busy.append('NVML reports no MIG on this GPU')
+            if choice.problem:
+                # no layout chosen: what the GPU holds now, and why
+                outcomes.append(GpuOutcome(mig_layout.GpuPlan(
+                    gpu.pci_address, gpu.model, None,
+                    blocked=[choice.problem]), state, handle))
+                continue
             plan = mig_layout.plan_gpu(
                 gpu.pci_address, gpu.model, layout, state.current,
                 state.pending, [(n, s) for n, s, _h in state.instances],
-                busy=busy)
+                busy=busy, source=choice.source)
             outcomes.append(GpuOutcome(plan, state, handle))
         return outcomes
 
@@ -190,6 +228,12 @@ class MigManager:
         changed = False
         for outcome in outcomes:
             plan = outcome.plan
+            if plan.layout is None:
+                LOG.warning('MIG layout of GPU %(gpu)s (%(model)s) not '
+                            'chosen: %(why)s', {'gpu': plan.pci_address,
+                                                'model': plan.model,
+                                                'why': plan.blocked[0]})
+                continue
             if plan.in_line:
                 continue
             if plan.blocked and plan.steps:

@@ -88,6 +88,32 @@ def parse_profile(text: str, value: str = '') -> Profile:
     return Profile('%gW' % number, watts=number)
 
 
+def parse_scoped_profiles(values, option: str,
+                          scope: str) -> dict[str, dict[str, Profile]]:
+    """``aggregate_profiles`` / ``host_profiles`` -> scope -> model -> Profile.
+
+    Values are ``SCOPE:MODEL:PROFILE`` (``MODEL`` may be ``*``).
+    """
+    from gpu_nova_ext.agent import override_scope
+    out: dict[str, dict[str, Profile]] = {}
+    for value in values or ():
+        name, rest = override_scope.split(value, OPTION[0], option, scope)
+        try:
+            (model, profile), = parse_profiles([rest]).items()
+        except exception.InvalidOption as exc:
+            raise exception.InvalidOption(
+                group=OPTION[0], option=option, value=value,
+                reason=exc.kwargs['reason'])
+        mine = out.setdefault(name, {})
+        if model in mine:
+            raise exception.InvalidOption(
+                group=OPTION[0], option=option, value=value,
+                reason='GPU model %s has two power profiles for %s %s' % (
+                    model, scope, name))
+        mine[model] = profile
+    return out
+
+
 def parse_profiles(values) -> dict[str, Profile]:
     """``[power] profiles`` -> model (or ``*``) -> Profile."""
     profiles: dict[str, Profile] = {}
@@ -101,6 +127,12 @@ def parse_profiles(values) -> dict[str, Profile]:
             raise _bad(value, 'GPU model %s has two power profiles' % model)
         profiles[model] = parse_profile(text, value)
     return profiles
+
+
+def profile_for(profiles: dict[str, Profile],
+                model: str | None) -> Profile | None:
+    """The profile of a model: its own, else ``*``'s, else None."""
+    return profiles.get(model or '') or profiles.get('*')
 
 
 @dataclasses.dataclass
@@ -117,30 +149,49 @@ class PowerPolicy:
     """Parses ``[power]`` at start (a bad value raises InvalidOption)."""
 
     def __init__(self, conf):
+        from gpu_nova_ext.agent import override_scope
         self.profiles = parse_profiles(conf.power.profiles)
+        self.aggregate_profiles = parse_scoped_profiles(
+            conf.power.aggregate_profiles, 'aggregate_profiles', 'aggregate')
+        hosts = parse_scoped_profiles(conf.power.host_profiles,
+                                      'host_profiles', 'host')
+        self.chooser = override_scope.Chooser(
+            conf.host, self.profiles, self.aggregate_profiles,
+            hosts.get(conf.host, {}), wildcard=True)
+        #: this host's Placement aggregates (None: not read yet)
+        self.aggregates: frozenset | None = None
         self.sysfs_root = conf.agent.sysfs_root
         #: pci address -> Applied, of the last cycle
         self.applied: dict[str, Applied] = {}
 
     @property
     def active(self) -> bool:
-        return bool(self.profiles)
+        return self.chooser.active()
+
+    @property
+    def needs_aggregates(self) -> bool:
+        return bool(self.aggregate_profiles)
+
+    def choose(self, model: str | None):
+        """The ``override_scope.Choice`` of ``model``'s profile here."""
+        return self.chooser.choose(model or '', self.aggregates)
 
     def profile_for(self, model: str | None) -> Profile | None:
-        return self.profiles.get(model or '') or self.profiles.get('*')
+        return self.choose(model).value
 
     def check(self, nvml, inventory) -> None:
         """Refuse, at start, an explicit limit outside a GPU's range."""
         for gpu in inventory.gpus:
-            profile = self.profile_for(gpu.model)
-            if profile is None or profile.watts is None:
-                continue
-            bounds = self._bounds(nvml, gpu)
-            if bounds and profile.limit_w(*bounds) is None:
-                raise _bad('%s:%s' % (gpu.model, profile.name),
-                           'GPU %s (%s) allows %g to %g W' % (
-                               gpu.pci_address, gpu.model, bounds[1],
-                               bounds[2]))
+            # every profile this host's GPU may get, whatever aggregates
+            for profile in self.chooser.candidates(gpu.model or ''):
+                if profile.watts is None:
+                    continue
+                bounds = self._bounds(nvml, gpu)
+                if bounds and profile.limit_w(*bounds) is None:
+                    raise _bad('%s:%s' % (gpu.model, profile.name),
+                               'GPU %s (%s) allows %g to %g W' % (
+                                   gpu.pci_address, gpu.model, bounds[1],
+                                   bounds[2]))
 
     def _bounds(self, nvml, gpu):
         """(default, min, max) in watts, or None."""
@@ -168,8 +219,17 @@ class PowerPolicy:
         """Set each GPU's limit where it differs; note it on the GPUs."""
         applied = {}
         for gpu in inventory.gpus:
-            profile = self.profile_for(gpu.model)
-            if profile is None or gpu.vendor not in ('nvidia', 'amd'):
+            if gpu.vendor not in ('nvidia', 'amd'):
+                continue
+            choice = self.choose(gpu.model)
+            if choice.problem:
+                LOG.warning('No power profile for GPU %(gpu)s: %(why)s',
+                            {'gpu': gpu.pci_address, 'why': choice.problem})
+                applied[gpu.pci_address] = Applied('-', None,
+                                                   error=choice.problem)
+                continue
+            profile = choice.value
+            if profile is None:
                 continue
             result = Applied(profile.name, None)
             try:

@@ -44,6 +44,7 @@ import time
 from oslo_log import log as logging
 
 from gpu_nova_ext.agent import mig_manager
+from gpu_nova_ext.agent import override_scope
 from gpu_nova_ext.agent import payload as payload_mod
 from gpu_nova_ext.agent import power_policy
 from gpu_nova_ext import exception
@@ -434,6 +435,8 @@ class AgentService:
                 continue
             before = _state_facts(inventory, self.reporter.compute_node)
             self._guarded_cycle(inventory)
+            self._guarded(self.refresh_aggregates,
+                          'reading the host\'s aggregates')
             if self.mig.active:
                 self._mig_step(inventory)
             if _state_facts(inventory, self.reporter.compute_node) != before:
@@ -445,6 +448,20 @@ class AgentService:
                             self.last_inventory, source=inventory,
                             force=True)
                 self.request_resend()
+
+    def refresh_aggregates(self) -> None:
+        """Read the compute node provider's Placement aggregates.
+
+        Only when ``[mig] aggregate_layouts`` or ``[power]
+        aggregate_profiles`` has values; after a failed read they are
+        unknown (None) and those values wait.
+        """
+        if not (self.mig.needs_aggregates or self.power.needs_aggregates):
+            return
+        root = (self.last_result.root_provider_uuid
+                if self.last_result is not None else None)
+        aggregates = override_scope.read_aggregates(self.client, root)
+        self.mig.aggregates = self.power.aggregates = aggregates
 
     def _mig_step(self, inventory) -> None:
         """Lay out the GPUs that ``[mig] layouts`` names and nothing uses.

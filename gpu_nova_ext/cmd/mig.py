@@ -13,7 +13,9 @@
 """``gpu-nova-ext mig plan``: what ``[mig] layouts`` would change here.
 
 Run on a compute host with the agent's configuration.  One row per GPU of
-a model with a layout: its MIG mode now, the layout, the steps the agent
+a model with a layout: its MIG mode now, the layout and where it came
+from (``[mig] host_layouts`` for this host, ``aggregate_layouts`` for one
+of its Placement aggregates, or the model's ``layouts``), the steps the agent
 would take (enable MIG mode, destroy / create GPU instances) and why it
 cannot take them now (allocations in Placement, a server in libvirt,
 whole-GPU passthrough, a pending GPU reset).  Changes nothing (the
@@ -54,13 +56,16 @@ def rows(outcomes) -> list[dict]:
         result.append({
             'gpu': plan.pci_address, 'model': plan.model,
             'mig_mode': _mode(outcome.state),
-            'layout': plan.layout.describe(),
+            'layout': plan.layout.describe() if plan.layout else None,
+            'layout_source': plan.source,
             'instances': sorted('%s@%d' % (n, s)
                                 for n, s, _h in outcome.state.instances),
-            'in_line': plan.in_line,
+            'in_line': plan.in_line and plan.layout is not None,
             'would': [] if plan.blocked else steps,
+            # no layout chosen (aggregates unknown or in conflict): why
             'cannot': (['%s (would %s)' % (why, ', '.join(steps))
                         for why in plan.blocked] if plan.blocked and steps
+                       else list(plan.blocked) if plan.layout is None
                        else []) + list(plan.pending)})
     return result
 
@@ -68,8 +73,9 @@ def rows(outcomes) -> list[dict]:
 def format_table(host, data, warnings) -> str:
     lines = ['Host %s: %d GPU(s) with a MIG layout' % (host, len(data))]
     for row in data:
-        lines.append('%s  %s  MIG %s  layout %s' % (
-            row['gpu'], row['model'], row['mig_mode'], row['layout']))
+        lines.append('%s  %s  MIG %s  layout %s (from %s)' % (
+            row['gpu'], row['model'], row['mig_mode'], row['layout'] or '-',
+            row['layout_source'] or 'nowhere'))
         if row['in_line']:
             lines.append('    in line (instances: %s)' % ', '.join(
                 row['instances']))
@@ -100,6 +106,12 @@ def run_plan(args, conf) -> int:
                         'would be laid out' % exc.format_message())
         inventory = manager.discover(conf)
         client = None
+    if client is not None:
+        agent.refresh_aggregates()
+        if agent.mig.needs_aggregates and agent.mig.aggregates is None:
+            warnings.append('the host\'s aggregates could not be read from '
+                            'Placement: [mig] aggregate_layouts are not '
+                            'applied')
     agent.mig.cycle(inventory, client, apply=False)
     if agent.mig.servers() is None:
         warnings.append('libvirt at %s could not be read: servers unknown, '

@@ -50,7 +50,9 @@ def register(subparsers):
         '--compare', nargs='+', metavar='NAME[=FILE_OR_OVERRIDES]',
         help='Run the scenario once per policy (same hosts, steps, workload '
              'and seed) and compare them.  Presets: %s; NAME=FILE (a YAML '
-             'nova_conf fragment) or NAME=group.option=value,...  Every '
+             'nova_conf fragment) or NAME=group.option=value,..., or the '
+             'name of one of the scenario\'s mig_variants (its hosts with '
+             'that MIG layout).  Every '
              'placement is checked against its flavor\'s gpu: extra specs: '
              'a server on a GPU they do not allow is counted as misplaced.'
              % '; '.join('%s: %s' % (name, policies.DESCRIPTIONS[name])
@@ -121,6 +123,18 @@ def _policies(args, scenario) -> list[tuple[str | None, scn.Scenario]]:
                                     'policies' % policies.MAX_POLICIES)
     out = []
     for arg in args.compare:
+        if arg in scenario.mig_variants:
+            # a MIG layout of the scenario's mig_variants: its hosts with
+            # that layout, the scenario's own nova.conf
+            if arg in policies.PRESETS:
+                raise exception.ConfigError(reason=(
+                    '--compare %s: both a preset and a MIG variant of %s; '
+                    'rename the variant' % (arg, scenario.path)))
+            if arg in [n for n, _ in out]:
+                raise exception.ConfigError(reason='--compare: policy %s '
+                                            'is given twice' % arg)
+            out.append((arg, scn.load(scenario.path, mig_variant=arg)))
+            continue
         try:
             name, overrides, ours = policies.parse(arg)
         except policies.PolicyError as exc:

@@ -41,12 +41,36 @@ a whole GPU (``[pci] device_spec``).
 A GPU of a listed model is laid out only while nothing uses it: no
 allocation in Placement on its providers and no server holding it in
 libvirt.  A GPU in use is never touched; ``gpu-nova-ext mig plan`` shows
-what would change and what cannot.  A per-host layout is this host's own
-agent configuration.
+what would change and what cannot.
 
 Related options:
 
+* ``aggregate_layouts``, ``host_layouts``: per aggregate and per host;
+  host > aggregate > this option.
 * ``apply``: off, the agent only reports what it would do.
+"""),
+    cfg.MultiStrOpt(
+        'aggregate_layouts',
+        default=[],
+        help="""
+Layouts for the hosts of a host aggregate, over ``layouts``:
+``AGGREGATE_UUID:MODEL:PROFILE=COUNT[,PROFILE=COUNT...]``, one aggregate
+and model per value.  The aggregate is named by its UUID (``openstack
+aggregate show NAME -c uuid``): the agent reads the aggregates of its
+compute node provider from Placement after each report (Nova mirrors its
+host aggregates there).  Until it has read them, or when two of the
+host's aggregates give one model different layouts, GPUs of that model
+are not laid out and ``gpu-nova-ext mig plan`` says why.  Checked at
+start like ``layouts``.
+"""),
+    cfg.MultiStrOpt(
+        'host_layouts',
+        default=[],
+        help="""
+Layouts for one host, over ``aggregate_layouts`` and ``layouts``:
+``HOST:MODEL:PROFILE=COUNT[,PROFILE=COUNT...]``, where ``HOST`` is the
+agent's ``[DEFAULT] host`` (nova-compute's host name); values of other
+hosts are checked and ignored, so one file can serve every host.
 """),
     cfg.BoolOpt(
         'apply',

@@ -42,8 +42,28 @@ power-management limit on NVIDIA GPUs and the kernel's hwmon
 ``power1_cap`` on AMD GPUs, and reports the profile in the GPU state
 (flavors ask one with ``gpu:power_profile``) and the exporter.  A named
 profile is kept within the board's limits; a value in watts outside them
-is refused at start.  Per aggregate: give the hosts of an aggregate the
-same value.
+is refused at start.  ``aggregate_profiles`` and ``host_profiles`` set
+profiles per aggregate and per host: host > aggregate > this option (in
+each, a model's own value before its ``*``).
+"""),
+    cfg.MultiStrOpt(
+        'aggregate_profiles',
+        default=[],
+        help="""
+Power profiles for the hosts of a host aggregate, over ``profiles``:
+``AGGREGATE_UUID:MODEL:PROFILE`` (``MODEL`` may be ``*``).  The agent reads
+its compute node provider's aggregates from Placement after each report;
+until it has, a GPU whose model has an aggregate profile gets none, and
+the exporter's ``gpu_nova_ext_power_profile`` carries the reason.
+"""),
+    cfg.MultiStrOpt(
+        'host_profiles',
+        default=[],
+        help="""
+Power profiles for one host, over ``aggregate_profiles`` and
+``profiles``: ``HOST:MODEL:PROFILE`` (``MODEL`` may be ``*``), where
+``HOST`` is the agent's ``[DEFAULT] host``; values of other hosts are
+checked and ignored.
 """),
 ]
 

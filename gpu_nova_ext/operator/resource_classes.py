@@ -47,3 +47,17 @@ def mdev_resource_class(model: str) -> str:
     if not model:
         raise ValueError('no GPU model to name a vGPU resource class')
     return MDEV_RC_PREFIX + model
+
+
+def mig_resource_class(profile: str) -> str:
+    """``mdev_class`` of a MIG-backed vGPU type: ``CUSTOM_VGPU_MIG_2G_20GB``.
+
+    Per GPU-instance profile: a layout mixing sizes on one GPU (e.g.
+    ``2g.20gb=3,1g.10gb=1``) offers each size on its own VFs, and only a
+    class per size lets Placement give a flavor the size it asks for
+    (the per-model class cannot tell them apart).
+    """
+    name = profile.strip().upper().replace('.', '_').replace('+', '_')
+    if not name:
+        raise ValueError('no MIG profile to name a vGPU resource class')
+    return MDEV_RC_PREFIX + 'MIG_' + name

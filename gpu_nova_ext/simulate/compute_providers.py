@@ -141,6 +141,10 @@ class ObjectWriter:
         rp.set_traits([self._trait(t) for t in sorted(set(traits))])
         return rp.uuid
 
+    def resource_class(self, name: str) -> None:
+        """Create a custom class (``openstack resource class create``)."""
+        self._resource_class(name)
+
     def _resource_class(self, name: str) -> None:
         from placement import exception
         from placement.objects import resource_class

@@ -252,6 +252,15 @@ class EmbeddedPlacement:
                 out.setdefault(rp, {})[rc] = (int(total), int(used))
         return out
 
+    def custom_classes_offered(self) -> set[str]:
+        """Custom resource classes some provider has inventory of."""
+        import sqlalchemy
+        query = sqlalchemy.text(
+            'SELECT DISTINCT rc.name FROM inventories i JOIN '
+            'resource_classes rc ON rc.id = i.resource_class_id')
+        with self._engine.connect() as conn:
+            return {name for (name,) in conn.execute(query)}
+
     def mount(self, session: Any) -> str:
         """Serve ``session``'s requests in process; return the endpoint.
 

@@ -85,6 +85,9 @@ class SimulatedHost:
         # provider uuid -> (PCI function it stands for, its resource
         # class, its total) of the GPU providers nova-compute created
         self.providers: dict[str, tuple[str, str, int]] = {}
+        #: provider uuid -> GPU units of one of its vGPUs, for the VFs of
+        #: MIG-laid-out GPUs (compute slices of the instance / the GPU's)
+        self.provider_units: dict[str, float] = {}
         self.offered: dict[str, str] = {}        # function -> mdev type
         self.used = {'vcpus': 0, 'memory_mb': 0, 'disk_gb': 0,
                      'instances': 0}
@@ -196,13 +199,20 @@ class SimulatedHost:
             lines += ['[devices]', 'enabled_mdev_types = %s'
                       % ','.join(self.spec.enabled_mdev_types)]
             rc = self.spec.vgpu_resource_class
-            if len(self.spec.enabled_mdev_types) > 1 or rc:
+            if (len(self.spec.enabled_mdev_types) > 1 or rc or
+                    self.spec.mig_types):
                 for mdev_type, addresses in by_type.items():
                     lines += ['[mdev_%s]' % mdev_type,
                               'device_addresses = %s' % ','.join(addresses)]
-                    lines += ['mdev_class = %s' % rc] if rc else []
+                    type_rc = self._mdev_class(mdev_type)
+                    lines += ['mdev_class = %s' % type_rc] if type_rc else []
         with open(self.nova_conf_path, 'w', encoding='utf-8') as f:
             f.write('\n'.join(lines) + '\n')
+
+    def _mdev_class(self, mdev_type: str) -> str | None:
+        """``[mdev_<type>] mdev_class``: a MIG type's per-profile class."""
+        mig = self.spec.mig_types.get(mdev_type)
+        return mig.resource_class if mig else self.spec.vgpu_resource_class
 
     def save_state(self) -> None:
         """Write the host XML and simulated GPU facts as they are now."""
@@ -230,11 +240,13 @@ class SimulatedHost:
             for address, mdev_type in sorted(self.offered.items()):
                 total = next(t['available'] for t in self._mdev_types(address)
                              if t['id'] == mdev_type)
-                rc = spec.vgpu_resource_class or 'VGPU'
+                rc = self._mdev_class(mdev_type) or 'VGPU'
                 rp = compute_providers.create_pgpu_provider(
                     client, self.nodename, self.root_uuid, address, total,
                     resource_class=rc)
                 self.providers[rp] = (address, rc, total)
+                if mdev_type in spec.mig_types:
+                    self.provider_units[rp] = spec.mig_types[mdev_type].units
                 func = spec.function(address)
                 self._add_provider(func.parent or address, rp)
         elif spec.nova_gpu_mode == 'pci':
@@ -370,6 +382,7 @@ class SimulatedHost:
         self.save_state()
         inventory = manager.discover(self.conf,
                                      sources=['libvirt', 'simulated'])
+        self._power_profiles(inventory)
         if self.health is not None:
             self.health.apply(inventory)
         result = self.reporter.report(inventory)
@@ -385,6 +398,21 @@ class SimulatedHost:
                 if rp not in self.gpu_of_provider:
                     self._add_provider(gpu.pci_address, rp)
         return result, self.payload
+
+    def _power_profiles(self, inventory) -> None:
+        """The host kind's ``power:``, as the agent's power policy notes it.
+
+        The agent sets the limit through NVML and, once set, reports the
+        profile in the GPU state (what ``GpuPowerProfileFilter`` reads);
+        the simulated GPUs take any limit, so every GPU of a profiled model
+        reports its profile.
+        """
+        from gpu_nova_ext.agent import power_policy
+        for gpu in inventory.gpus:
+            profile = power_policy.profile_for(self.spec.power_profiles,
+                                               gpu.model)
+            if profile is not None and gpu.vendor in ('nvidia', 'amd'):
+                gpu.power_profile = profile.name
 
 
 class _Dumper(getattr(yaml, 'CSafeDumper', yaml.SafeDumper)):

@@ -27,6 +27,11 @@ inventory source (NVML's stand-in) gives for each GPU:
 * ``mode: vgpu-vfio``: SR-IOV (NVIDIA Ampere and later): the GPU has one
   virtual function per vGPU instance, each listing the mdev type with one
   instance.
+* a model the host kind's ``mig:`` lays out (:func:`mig_types`): MIG
+  mode on, one VF per GPU instance of the layout, each listing the
+  MIG-backed vGPU type of its instance's profile with one instance (what
+  the agent's layout plus nova.conf's ``[mdev_*] device_addresses`` give
+  on a real host).
 
 The caller (:mod:`gpu_nova_ext.simulate.scenario`) has checked every value.
 """
@@ -37,9 +42,21 @@ from xml.sax import saxutils
 from gpu_nova_ext.inventory import gpu_models
 from gpu_nova_ext.inventory import simulated
 from gpu_nova_ext import naming
+from gpu_nova_ext.operator import resource_classes
 from gpu_nova_ext.simulate import checks
 
 MODES = ('passthrough', 'vgpu', 'vgpu-vfio')
+#: the mode of the GPUs of a model the host kind's ``mig:`` lays out
+MIG_MODE = 'mig'
+#: The board part of NVIDIA's MIG-backed vGPU type names per MIG board
+#: (``A100D-1-10C`` on an A100 80GB; NVIDIA vGPU software documentation,
+#: "Virtual GPU Types for Supported GPUs").  The H200's and B200's are
+#: written in the same pattern, unconfirmed; the simulator only needs the
+#: names to say the profile, as :mod:`gpu_nova_ext.operator.nova_conf_mig`
+#: reads it back.
+MIG_TYPE_PREFIX = {'A100_40GB': 'A100', 'A100_80GB': 'A100D',
+                   'A30': 'A30', 'H100_80GB': 'H100', 'H200': 'H200',
+                   'B200': 'B200'}
 GPU_SPEC_KEYS = ('model', 'count', 'mode', 'vgpu_type', 'vgpu_name',
                  'vgpu_instances', 'memory_mib', 'cuda_cc',
                  'driver_version', 'metrics', 'health')
@@ -79,6 +96,8 @@ class GpuSpec:
     driver_version: str | None = None
     metrics: dict[str, float] = dataclasses.field(default_factory=dict)
     health: str | None = None
+    #: the ``mig_layout.Layout`` of the GPUs (mode ``mig``)
+    layout: Any = None
 
     @property
     def vendor_id(self) -> str:
@@ -114,12 +133,48 @@ class GpuSpec:
                          'A100D-10C)')
 
 
+@dataclasses.dataclass(frozen=True)
+class MigType:
+    """The MIG-backed vGPU type of one GPU-instance profile."""
+
+    id: str                  # the mdev type id (simulated: nvidia-mig-...)
+    name: str                # NVIDIA's type name, e.g. A100D-2-20C
+    profile: str             # 2g.20gb
+    resource_class: str      # its [mdev_<id>] mdev_class
+    units: float             # GPU units per instance: compute slices / 7
+
+
+def mig_type(layout, profile) -> MigType:
+    """The vGPU type a layout's ``profile`` (a MigProfile) offers."""
+    board = layout.board
+    base, _, media = profile.name.partition('+')
+    gb = base.split('.')[1].rstrip('gb')
+    name = '%s-%d-%sC%s' % (MIG_TYPE_PREFIX.get(board.key, board.key),
+                            profile.compute_slices, gb,
+                            'ME' if media else '')
+    return MigType(id='nvidia-mig-' + name.lower(), name=name,
+                   profile=profile.name,
+                   resource_class=resource_classes.mig_resource_class(
+                       profile.name),
+                   units=profile.compute_slices / board.compute_slices)
+
+
+def mig_types(layout) -> list[MigType]:
+    """One type per profile of ``layout``, in the layout's order."""
+    return [mig_type(layout, layout.board.profile(name))
+            for name, _count in layout.counts]
+
+
 @dataclasses.dataclass
 class Generated:
     xml_text: str
     facts: dict[str, dict[str, Any]]       # GPU address -> simulated facts
     nova_gpu_mode: str                     # vgpu | pci
     enabled_mdev_types: list[str]
+    #: mdev type id -> its MIG type, for the types of ``mig:`` layouts
+    mig_types: dict[str, MigType] = dataclasses.field(default_factory=dict)
+    #: the models of the GPUs
+    models: list[str] = dataclasses.field(default_factory=list)
 
 
 def _address(bus: int, slot: int = 0, function: int = 0) -> str:
@@ -179,7 +234,13 @@ def _facts(spec: GpuSpec) -> dict[str, Any]:
         facts['metrics'] = dict(spec.metrics)
     if spec.health:
         facts['health'] = {'state': spec.health, 'reasons': []}
-    if spec.mode != 'passthrough':
+    if spec.mode == MIG_MODE:
+        facts['mig'] = {'capable': True, 'enabled': True}
+        facts['vgpu_types'] = [
+            {'id': t.id, 'name': t.name, 'max': count}
+            for t, (_n, count) in zip(mig_types(spec.layout),
+                                      spec.layout.counts)]
+    elif spec.mode != 'passthrough':
         facts['vgpu_types'] = [{'id': spec.vgpu_type,
                                 'name': spec.vgpu_name or spec.vgpu_type,
                                 'max': spec.instances()}]
@@ -191,6 +252,7 @@ def generate(specs: list[GpuSpec]) -> Generated:
     devices = []
     facts = {}
     mdev_types: list[str] = []
+    migs: dict[str, MigType] = {}
     bus = FIRST_BUS
     index = 0
     for spec in specs:
@@ -198,7 +260,24 @@ def generate(specs: list[GpuSpec]) -> Generated:
             pf = _address(bus)
             numa = index % 2
             name = spec.vgpu_name or spec.vgpu_type or ''
-            if spec.mode == 'vgpu-vfio':
+            if spec.mode == MIG_MODE:
+                # one VF per GPU instance, each with its profile's type
+                types = {t.profile: t for t in mig_types(spec.layout)}
+                vfs = []
+                for k, (profile, _start) in enumerate(
+                        spec.layout.placements):
+                    vf = _address(bus + 1, k // 8, k % 8)
+                    t = types[profile.name]
+                    vfs.append((vf, t))
+                    migs[t.id] = t
+                    if t.id not in mdev_types:
+                        mdev_types.append(t.id)
+                devices.append(_device(pf, spec, numa,
+                                       vfs=[v for v, _t in vfs]))
+                devices += [_device(vf, spec, numa, pf=pf,
+                                    mdev=(t.id, t.name, 1))
+                            for vf, t in vfs]
+            elif spec.mode == 'vgpu-vfio':
                 vfs = [_address(bus + 1, k // 8, k % 8)
                        for k in range(spec.instances())]
                 devices.append(_device(pf, spec, numa, vfs=vfs))
@@ -223,11 +302,19 @@ def generate(specs: list[GpuSpec]) -> Generated:
                          'kinds')
     return Generated(xml_text=xml, facts=facts,
                      nova_gpu_mode='pci' if modes == {True} else 'vgpu',
-                     enabled_mdev_types=mdev_types)
+                     enabled_mdev_types=mdev_types, mig_types=migs,
+                     models=sorted({s.model for s in specs}))
 
 
-def parse(check: checks.Checker, value: list, entry: str) -> Generated:
-    """``gpus:`` as a list of GPU kinds -> the host XML and GPU facts."""
+def parse(check: checks.Checker, value: list, entry: str,
+          layouts: dict | None = None, mig_entry: str = 'mig'
+          ) -> Generated:
+    """``gpus:`` as a list of GPU kinds -> the host XML and GPU facts.
+
+    :param layouts: model -> ``mig_layout.Layout`` of the host kind's
+        ``mig:``; the GPUs of those models are laid out by it.
+    """
+    layouts = layouts or {}
     if not value:
         raise check.fail(entry, 'expected at least one GPU kind')
     specs = []
@@ -247,7 +334,21 @@ def parse(check: checks.Checker, value: list, entry: str) -> Generated:
                                 gentry + '.count', 1, 64),
             mode=check.choice(item.get('mode', 'passthrough'),
                               MODES, gentry + '.mode'))
-        if spec.mode != 'passthrough':
+        if model in layouts:
+            layout = layouts[model]
+            if item.get('mode') == 'passthrough':
+                raise check.fail(mig_entry, 'GPU model %s is whole-GPU '
+                                 'passthrough (%s.mode) and has the MIG '
+                                 'layout %s: a GPU is either MIG-'
+                                 'partitioned or passed through; drop one'
+                                 % (model, gentry, layout.describe()))
+            for key in ('mode', 'vgpu_type', 'vgpu_name', 'vgpu_instances'):
+                if key in item:
+                    raise check.fail('%s.%s' % (gentry, key), 'follows '
+                                     'from the MIG layout of %s in %s; '
+                                     'remove it' % (model, mig_entry))
+            spec.mode, spec.layout = MIG_MODE, layout
+        elif spec.mode != 'passthrough':
             if spec.vendor != 'nvidia':
                 raise check.fail(gentry + '.mode', 'vGPU (mdev) is '
                                  'simulated for NVIDIA GPUs; use '
@@ -279,12 +380,19 @@ def parse(check: checks.Checker, value: list, entry: str) -> Generated:
         spec.metrics = {str(k): check.number(
             v, '%s.metrics.%s' % (gentry, k), minimum=-273.0)
             for k, v in metrics.items()}
-        if spec.mode != 'passthrough':
+        if spec.mode not in ('passthrough', MIG_MODE):
             try:
                 spec.instances()
             except ValueError as exc:
                 raise check.fail(gentry, str(exc))
         specs.append(spec)
+    missing = sorted(set(layouts) - {s.model for s in specs})
+    if missing:
+        raise check.fail(mig_entry, 'MIG layout of GPU model %s, which this '
+                         'host kind has no GPU of (its gpus: %s); fix the '
+                         'model or drop the layout' % (
+                             missing[0], ', '.join(sorted(
+                                 {s.model for s in specs}))))
     try:
         return generate(specs)
     except ValueError as exc:

@@ -13,7 +13,9 @@
 """Capacity-planning figures of a run, kept up to date step by step.
 
 * **GPU units**: a whole GPU is one unit; a vGPU is ``1 / n`` of its GPU
-  when the GPU holds ``n`` of its type (the GPU's Placement inventory).
+  when the GPU holds ``n`` of its type (the GPU's Placement inventory);
+  a MIG-backed vGPU is its GPU instance's share of the GPU's compute
+  slices (``2g.20gb``: 2/7 of an A100), whatever else the layout holds.
 * **GPU allocation rate**: GPU units allocated / all GPUs; given with
   and without the units of misplaced servers (on a GPU their flavor's
   ``gpu:`` keys do not allow, :mod:`.misplaced`).
@@ -30,7 +32,9 @@ import dataclasses
 from typing import Any
 import uuid
 
+from gpu_nova_ext.inventory import mig_profiles
 from gpu_nova_ext import naming
+from gpu_nova_ext.operator import resource_classes
 from gpu_nova_ext.simulate import nova_request
 
 
@@ -38,10 +42,16 @@ from gpu_nova_ext.simulate import nova_request
 class Gpu:
     host: Any                  # SimulatedHost
     address: str
-    resource_class: str
-    capacity: int              # instances the GPU holds
+    #: resource class -> instances the GPU holds of it (its providers'
+    #: totals; a MIG layout of several sizes offers several classes)
+    capacity: dict[str, int]
+    #: resource class -> GPU units of one instance
+    weight: dict[str, float]
     model: str
-    used: int = 0
+    used: dict[str, int] = dataclasses.field(default_factory=dict)
+
+    def used_units(self) -> float:
+        return sum(n * self.weight[rc] for rc, n in self.used.items())
 
 
 @dataclasses.dataclass
@@ -52,6 +62,22 @@ class Need:
     amount: int
     model: str | None
     units: float = 0.0         # GPU units, see the module docstring
+
+
+def _mig_units(rc: str) -> float | None:
+    """GPU units of one instance of a MIG class, or None.
+
+    ``CUSTOM_VGPU_MIG_2G_20GB`` -> 2/7: the profile's compute slices over
+    its board's, from the first board of NVIDIA's tables with that
+    profile name.
+    """
+    if not rc.startswith(resource_classes.MDEV_RC_PREFIX + 'MIG_'):
+        return None
+    for board in mig_profiles.BOARDS:
+        for profile in board.profiles:
+            if resource_classes.mig_resource_class(profile.name) == rc:
+                return profile.compute_slices / board.compute_slices
+    return None
 
 
 def _pct(part: float, whole: float) -> float:
@@ -69,15 +95,21 @@ class Meter:
             models = {g['pci_address']: g.get('model') or ''
                       for g in (host.payload or {}).get('gpus', [])}
             for address, rps in host.providers_of_gpu.items():
-                known = [host.providers[rp] for rp in rps
-                         if rp in host.providers]
+                known = [rp for rp in rps if rp in host.providers]
                 if not known:
                     continue
+                capacity: dict[str, int] = {}
+                weight: dict[str, float] = {}
+                for rp in known:
+                    _function, rc, total = host.providers[rp]
+                    capacity[rc] = capacity.get(rc, 0) + total
+                    if rp in host.provider_units:
+                        weight[rc] = host.provider_units[rp]
+                for rc, total in capacity.items():
+                    weight.setdefault(rc, 1.0 / total)
                 self.gpus[(host.name, address)] = Gpu(
-                    host=host, address=address,
-                    resource_class=known[0][1],
-                    capacity=sum(k[2] for k in known),
-                    model=models.get(address, ''))
+                    host=host, address=address, capacity=capacity,
+                    weight=weight, model=models.get(address, ''))
         self.needs = {name: self._need(f)
                       for name, f in scenario.flavors.items()}
         self.used_units = 0.0
@@ -97,20 +129,29 @@ class Meter:
         ctx = nova_request.admin_context()
         spec = nova_request.request_spec(ctx, flavor, str(uuid.uuid4()))
         resources = nova_request.resource_request(ctx, spec)
-        classes = {g.resource_class for g in self.gpus.values()}
+        classes = {rc for g in self.gpus.values() for rc in g.capacity}
         for rc, amount in resources.merged_resources().items():
             if rc in classes:
                 model = flavor.extra_specs.get('gpu:model')
                 need = Need(rc, int(amount), model)
-                fits = [g.capacity for g in self.gpus.values()
+                # per GPU that could hold it: instances per GPU unit
+                fits = [1.0 / g.weight[rc] for g in self.gpus.values()
                         if self._fits_kind(g, need)]
                 need.units = (amount * len(fits) / sum(fits)) if fits else 0
                 return need
+            units = _mig_units(rc)
+            if units is not None:
+                # a MIG size no GPU of this run offers: its arrivals count
+                # all the same (a layout compared with one that has it
+                # sees the same arrived load)
+                return Need(rc, int(amount),
+                            flavor.extra_specs.get('gpu:model'),
+                            units=amount * units)
         return None
 
     @staticmethod
     def _fits_kind(gpu: Gpu, need: Need) -> bool:
-        if gpu.resource_class != need.resource_class:
+        if need.resource_class not in gpu.capacity:
             return False
         return not need.model or any(
             naming.model_matches(m.strip(), gpu.model)
@@ -144,11 +185,13 @@ class Meter:
         instance = host.instances[instance_uuid]
         for rp, amount in instance.allocations.items():
             gpu = self.gpus.get((host.name, host.gpu_of_provider.get(rp)))
-            if gpu is not None:
-                gpu.used += sign * amount
-                self.used_units += sign * amount / gpu.capacity
+            if gpu is not None and rp in host.providers:
+                rc = host.providers[rp][1]
+                gpu.used[rc] = gpu.used.get(rc, 0) + sign * amount
+                units = sign * amount * gpu.weight[rc]
+                self.used_units += units
                 if instance_uuid in self.misplaced:
-                    self.misplaced_units += sign * amount / gpu.capacity
+                    self.misplaced_units += units
 
     def failed(self, server, flavor) -> None:
         if self.first_failure is None and self.needs_gpu(flavor.name):
@@ -169,18 +212,21 @@ class Meter:
         needs = [(self.scenario.flavors[n], self.needs[n]) for n in self.mix
                  if self.needs.get(n) is not None]
         for gpu in self.gpus.values():
-            left = gpu.capacity - gpu.used
-            if left <= 0:
-                continue
-            units = left / gpu.capacity
-            free += units
-            if not any(self._usable(gpu, left, f, n) for f, n in needs):
-                stranded += units
+            for rc, total in gpu.capacity.items():
+                left = total - gpu.used.get(rc, 0)
+                if left <= 0:
+                    continue
+                units = left * gpu.weight[rc]
+                free += units
+                if not any(self._usable(gpu, rc, left, f, n)
+                           for f, n in needs):
+                    stranded += units
         return _pct(stranded, free)
 
     @staticmethod
-    def _usable(gpu: Gpu, left: int, flavor, need: Need) -> bool:
-        if left < need.amount or not Meter._fits_kind(gpu, need):
+    def _usable(gpu: Gpu, rc: str, left: int, flavor, need: Need) -> bool:
+        if (left < need.amount or need.resource_class != rc or
+                not Meter._fits_kind(gpu, need)):
             return False
         host = gpu.host
         spec = host.spec
@@ -207,8 +253,8 @@ class Meter:
         for gpu in self.gpus.values():
             entry = by_model.setdefault(gpu.model or '-', [0, 0.0])
             entry[0] += 1
-            entry[1] += gpu.used / gpu.capacity
-            if gpu.used:
+            entry[1] += gpu.used_units()
+            if any(gpu.used.values()):
                 busy_hosts.add(gpu.host.name)
         gpu_hosts = {g.host.name for g in self.gpus.values()}
         busy_hosts |= {h.name for h in self.hosts.values()

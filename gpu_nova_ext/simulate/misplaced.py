@@ -22,21 +22,32 @@ The rule is the project's own, not a copy: the flavor's extra specs are
 parsed by :func:`gpu_nova_ext.scheduler.request.parse_extra_specs` (as
 the filters parse them) and each GPU the server got is judged on its
 agent facts (:func:`gpu_nova_ext.state.records.gpu_facts`) by the model,
-memory and capability filters' own ``constraint``/``fact_passes``.  What
-a GPU *is* decides; its health and reservations are state of the moment
-and are reported elsewhere (events, the reservations table).
+memory, capability and power-profile filters' own
+``constraint``/``fact_passes``.  What a GPU *is* (and the power profile
+its host is configured with) decides; its health and reservations are
+state of the moment and are reported elsewhere (events, the reservations
+table).
 """
 from gpu_nova_ext.scheduler.filters import capability
 from gpu_nova_ext.scheduler.filters import memory
 from gpu_nova_ext.scheduler.filters import model
+from gpu_nova_ext.scheduler.filters import power_profile
 from gpu_nova_ext.scheduler import request as gpu_request
 from gpu_nova_ext.state import records
 
 #: the filters whose rule says what a GPU must be for a request
 RULES = (model.GpuModelFilter, memory.GpuMemoryFilter,
-         capability.GpuCapabilityFilter)
+         capability.GpuCapabilityFilter, power_profile.GpuPowerProfileFilter)
+
 #: misplaced servers named in the WARNING
 NAMED = 5
+
+
+def _fact(rule, gpu):
+    if isinstance(rule, power_profile.GpuPowerProfileFilter):
+        # its fact is read per GPU, not from a family (see the filter)
+        return gpu.source.get('power_profile')
+    return gpu.fact(rule.FAMILY)
 
 
 class Checker:
@@ -78,7 +89,7 @@ class Checker:
             if gpu is None:
                 return 'GPU %s unknown to its host\'s agent' % address
             for rule, constraint in wanted:
-                if not rule.fact_passes(gpu.fact(rule.FAMILY), constraint):
+                if not rule.fact_passes(_fact(rule, gpu), constraint):
                     return '%s %s (%s) does not meet %s' % (
                         address, gpu.model or 'unknown model',
                         gpu.mode or '-', rule.describe(constraint))

@@ -51,7 +51,8 @@ DESCRIPTIONS = {
               'positive, intra_host_policy spread)',
     'nova': 'Nova\'s own filters and weighers, without ours: it cannot '
             'honour gpu: extra specs (model, vendor, mode, vGPU type, '
-            'memory, CUDA capability, driver, health), so a flavor whose '
+            'memory, CUDA capability, driver, health, power profile), so a '
+            'flavor whose '
             'resource class several GPU models share may land on the wrong '
             'model; such servers are counted as misplaced, not placed',
     'frag': 'fragmentation-aware: each server where it strands least of '

@@ -113,11 +113,28 @@ class Occupancy:
     mode: str | None = None
     #: the host's GPU state in the scheduler's cache: live or missing
     state: str = 'live'
+    #: the GPU's MIG layout (its host kind's ``mig:``), e.g. 1g.10gb=7
+    mig_layout: str | None = None
+    #: resource class -> (used, total), of a GPU whose providers offer
+    #: several classes (a MIG layout of several sizes) or a MIG layout
+    by_class: dict[str, tuple[int, int]] = dataclasses.field(
+        default_factory=dict)
+    #: the power profile its agent reports (``power:``)
+    power_profile: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {'host': self.host, 'gpu': self.gpu, 'model': self.model,
-                'used': self.used, 'total': self.total,
-                'health': self.health, 'state': self.state}
+        out = {'host': self.host, 'gpu': self.gpu, 'model': self.model,
+               'used': self.used, 'total': self.total,
+               'health': self.health, 'state': self.state}
+        if self.mig_layout is not None:
+            out['mig_layout'] = self.mig_layout
+        if self.by_class:
+            out['by_class'] = {rc: {'used': u, 'total': t}
+                               for rc, (u, t) in sorted(
+                                   self.by_class.items())}
+        if self.power_profile is not None:
+            out['power_profile'] = self.power_profile
+        return out
 
 
 @dataclasses.dataclass
@@ -159,6 +176,12 @@ class Result:
             out['remediation'] = [m.to_dict() for m in self.moves]
         if self.policy is not None:
             out['policy'] = self.policy
+        if self.scenario.mig_variant is not None:
+            out['mig_variant'] = self.scenario.mig_variant
+        layouts = {h.name: dict(h.mig_layouts) for h in self.scenario.hosts
+                   if h.mig_layouts}
+        if layouts:
+            out['mig_layouts'] = layouts
         if self.scenario.reservations:
             from gpu_nova_ext.simulate import reservations
             out['reservations'] = reservations.summary(self)

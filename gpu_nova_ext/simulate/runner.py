@@ -263,10 +263,31 @@ class Simulation:
         finally:
             if bar is not None:
                 bar.close()
+        self._classes_nobody_offers(writer)
         if not lines:
             self.progress('hosts: %d set up, %d GPUs' % (
                 len(self.hosts), sum(len(h.payload['gpus'])
                                      for h in self.hosts.values())))
+
+    def _classes_nobody_offers(self, writer) -> None:
+        """Say which flavors ask a custom class no host offers.
+
+        Their boots cannot land (e.g. a MIG size the layout of this run
+        lacks).  The class is created, as an operator creates it in a
+        cloud where no host offers it yet, so that Placement answers "no
+        candidates" instead of refusing the query.
+        """
+        offered = self.placement.custom_classes_offered()
+        for flavor in self.scenario.flavors.values():
+            for key, value in flavor.extra_specs.items():
+                prefix, _, rc = key.partition(':')
+                if not (prefix.startswith('resources') and
+                        rc.startswith('CUSTOM_')) or rc in offered:
+                    continue
+                writer.resource_class(rc)
+                self.progress('flavor %s asks %s=%s, which no host of this '
+                              'run offers: its boots find no host' % (
+                                  flavor.name, rc, value))
 
     def _cast(self, cache, host: sim_host.SimulatedHost) -> None:
         """Hand the host's state messages to the state cache.
@@ -544,15 +565,26 @@ class Simulation:
             for address in sorted(by_address):
                 gpu = by_address[address]
                 used = total = 0
+                by_class: dict[str, tuple[int, int]] = {}
                 for rp in host.providers_of_gpu.get(address, []):
-                    for rp_total, rp_used in usage.get(rp, {}).values():
+                    # the class nova-compute created it with (the query
+                    # gives class ids)
+                    created = host.providers.get(rp)
+                    for rc_id, (rp_total, rp_used) in usage.get(
+                            rp, {}).items():
                         total += rp_total
                         used += rp_used
+                        rc = created[1] if created else str(rc_id)
+                        u, t = by_class.get(rc, (0, 0))
+                        by_class[rc] = (u + rp_used, t + rp_total)
+                layout = host.spec.mig_layouts.get(gpu.get('model') or '')
                 rows.append(res.Occupancy(
                     host=host.name, gpu=address, model=gpu.get('model'),
                     used=used, total=total,
                     health=(gpu.get('health') or {}).get('state'),
-                    mode=gpu.get('mode'), state=state))
+                    mode=gpu.get('mode'), state=state, mig_layout=layout,
+                    by_class=by_class if (layout or len(by_class) > 1)
+                    else {}, power_profile=gpu.get('power_profile')))
         return rows
 
 

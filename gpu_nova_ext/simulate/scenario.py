@@ -31,6 +31,8 @@ from typing import Any
 
 import yaml
 
+from gpu_nova_ext.agent import mig_layout
+from gpu_nova_ext.agent import power_policy
 from gpu_nova_ext import exception
 from gpu_nova_ext.inventory import simulated
 from gpu_nova_ext import safe_yaml
@@ -49,13 +51,14 @@ DEFAULT_SCENARIO = os.path.join(SCENARIO_DIR, 'default.yaml')
 
 TOP_KEYS = ('description', 'nova_conf', 'hosts', 'flavors', 'boots',
             'workload', 'step_seconds', 'remediation', 'agent_conf',
-            'reservations', 'quotas', 'placement_conf')
+            'reservations', 'quotas', 'placement_conf', 'mig_variants')
 HOST_KEYS = ('name', 'count', 'libvirt_xml', 'libvirt_xml_inline', 'vcpus',
              'memory_mb', 'disk_gb', 'cpu_allocation_ratio',
              'ram_allocation_ratio', 'disk_allocation_ratio',
              'nova_gpu_mode', 'enabled_mdev_types', 'pci_resource_class',
              'vgpu_resource_class',
-             'pci_traits', 'agent_mode', 'aggregates', 'gpus')
+             'pci_traits', 'agent_mode', 'aggregates', 'gpus', 'mig',
+             'power')
 FLAVOR_KEYS = ('name', 'vcpus', 'ram_mb', 'disk_gb', 'extra_specs')
 #: Most hosts of one kind (``count:``) and in a scenario.
 MAX_HOSTS = 20000
@@ -94,6 +97,13 @@ class Host:
     aggregates: dict[str, dict[str, str]] = dataclasses.field(
         default_factory=dict)
     gpus: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    #: ``mig:``: model -> the layout's ``describe()`` (what the agent's
+    #: ``[mig] layouts`` would keep on this kind's GPUs)
+    mig_layouts: dict[str, str] = dataclasses.field(default_factory=dict)
+    #: mdev type id -> ``hostgen.MigType`` of the layouts' vGPU types
+    mig_types: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: ``power:``: model (or ``*``) -> ``power_policy.Profile``
+    power_profiles: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def function(self, address: str) -> host_xml.PciFunction | None:
         for func in self.pci_functions:
@@ -137,6 +147,11 @@ class Scenario:
     reservations: list = dataclasses.field(default_factory=list)
     #: ``quotas:`` (simulate/quotas.py)
     quotas: list = dataclasses.field(default_factory=list)
+    #: ``mig_variants:``: variant -> host kind -> its ``mig:`` value
+    mig_variants: dict[str, dict[str, Any]] = dataclasses.field(
+        default_factory=dict)
+    #: the variant this scenario was loaded with (None: the hosts' own)
+    mig_variant: str | None = None
     #: name -> host, built on first use
     _by_name: dict[str, Host] | None = None
 
@@ -150,8 +165,13 @@ class Scenario:
                                        reason=reason)
 
 
-def load(path: str | None = None) -> Scenario:
-    """Read and check a scenario file (the shipped default when None)."""
+def load(path: str | None = None, mig_variant: str | None = None
+         ) -> Scenario:
+    """Read and check a scenario file (the shipped default when None).
+
+    ``mig_variant``: a key of its ``mig_variants:``, whose ``mig:`` values
+    replace those of the host kinds it names.
+    """
     path = os.path.abspath(path or DEFAULT_SCENARIO)
     check = checks.Checker(path)
     try:
@@ -168,10 +188,81 @@ def load(path: str | None = None) -> Scenario:
                  if mark else '')
         raise check.fail('file', 'not valid YAML%s: %s'
                          % (where, getattr(exc, 'problem', None) or exc))
-    return from_dict(data, path)
+    return from_dict(data, path, mig_variant)
 
 
-def from_dict(data: Any, path: str) -> Scenario:
+def _mig_variants(check: checks.Checker, data: dict) -> dict:
+    """``mig_variants:`` checked: names, host kinds, their layouts."""
+    variants = check.mapping(data.get('mig_variants') or {}, 'mig_variants')
+    kinds = {item.get('name') for item in data.get('hosts') or []
+             if isinstance(item, dict)}
+    out = {}
+    for name, kinds_map in variants.items():
+        entry = 'mig_variants[%s]' % name
+        check.name(name, entry)
+        kinds_map = check.mapping(kinds_map, entry)
+        for kind, value in kinds_map.items():
+            if kind not in kinds:
+                raise check.fail('%s.%s' % (entry, kind), 'no host kind '
+                                 '%r in hosts: (host kinds: %s)' % (
+                                     kind, ', '.join(sorted(
+                                         str(k) for k in kinds))))
+            _mig(check, value, '%s.%s' % (entry, kind))
+        out[str(name)] = dict(kinds_map)
+    return out
+
+
+def _with_variant(check: checks.Checker, data: dict, variants: dict,
+                  name: str) -> dict:
+    """``data`` with the ``mig:`` of variant ``name`` on its host kinds."""
+    if name not in variants:
+        raise check.fail('mig_variants', 'no MIG variant %r (variants: %s)'
+                         % (name, ', '.join(sorted(variants)) or 'none'))
+    hosts = []
+    for item in data.get('hosts') or []:
+        if isinstance(item, dict) and item.get('name') in variants[name]:
+            item = dict(item, mig=variants[name][item['name']])
+        hosts.append(item)
+    return dict(data, hosts=hosts)
+
+
+def _mig(check: checks.Checker, value: Any, entry: str) -> dict:
+    """A ``mig:`` value -> model -> ``mig_layout.Layout``.
+
+    The agent's ``[mig] layouts`` values (``MODEL:PROFILE=COUNT,...``),
+    one or a list, checked by the agent's own parser against NVIDIA's
+    profile tables.
+    """
+    values = [value] if isinstance(value, str) else value
+    if not isinstance(values, list) or not values:
+        raise check.fail(entry, 'expected a layout MODEL:PROFILE=COUNT[,'
+                         'PROFILE=COUNT...] (as [mig] layouts), or a list '
+                         'of them, got %s' % checks.kind(value))
+    values = [check.string(v, entry) for v in values]
+    try:
+        return mig_layout.parse_layouts(values)
+    except exception.InvalidOption as exc:
+        raise check.fail(entry, '%r: %s' % (exc.kwargs['value'],
+                                            exc.kwargs['reason']))
+
+
+def _power(check: checks.Checker, value: Any, entry: str) -> dict:
+    """A ``power:`` value -> model (or ``*``) -> power profile."""
+    values = [value] if isinstance(value, str) else value
+    if not isinstance(values, list) or not values:
+        raise check.fail(entry, 'expected MODEL:PROFILE (as [power] '
+                         'profiles), or a list of them, got %s'
+                         % checks.kind(value))
+    values = [check.string(v, entry) for v in values]
+    try:
+        return power_policy.parse_profiles(values)
+    except exception.InvalidOption as exc:
+        raise check.fail(entry, '%r: %s' % (exc.kwargs['value'],
+                                            exc.kwargs['reason']))
+
+
+def from_dict(data: Any, path: str,
+              mig_variant: str | None = None) -> Scenario:
     """Check parsed scenario data.
 
     ``path`` names the file in errors and anchors relative ``libvirt_xml``
@@ -181,6 +272,9 @@ def from_dict(data: Any, path: str) -> Scenario:
     data = check.mapping(data, 'top level')
     check.keys(data, TOP_KEYS, 'top level')
     nova_conf = conf_keys.nova_conf(check, data.get('nova_conf') or {})
+    variants = _mig_variants(check, data)
+    if mig_variant is not None:
+        data = _with_variant(check, data, variants, mig_variant)
     hosts_data = check.required(data, 'hosts', 'top level')
     if not isinstance(hosts_data, list) or not hosts_data:
         raise check.fail('hosts', 'expected a non-empty list of hosts')
@@ -210,7 +304,8 @@ def from_dict(data: Any, path: str) -> Scenario:
         flavors[flavor.name] = flavor
     scenario = Scenario(
         path=path, description=str(data.get('description') or '').strip(),
-        nova_conf=nova_conf, hosts=hosts, flavors=flavors, steps=[])
+        nova_conf=nova_conf, hosts=hosts, flavors=flavors, steps=[],
+        mig_variants=variants, mig_variant=mig_variant)
     if 'step_seconds' in data:
         scenario.step_seconds = check.number(
             data['step_seconds'], 'step_seconds', minimum=0.001,
@@ -272,8 +367,16 @@ def _host(check: checks.Checker, item: dict, entry: str, base: str,
                          '(the simulator writes the host XML) or %s, not '
                          'both' % given[0])
     generated = None
+    layouts = {}
+    if 'mig' in item:
+        layouts = _mig(check, item['mig'], entry + '.mig')
+        if not gpu_list:
+            raise check.fail(entry + '.mig', 'a MIG layout needs gpus: as a '
+                             'list of GPU kinds (the simulator writes the '
+                             'host XML of the laid-out GPUs)')
     if gpu_list:
-        generated = hostgen.parse(check, item['gpus'], entry + '.gpus')
+        generated = hostgen.parse(check, item['gpus'], entry + '.gpus',
+                                  layouts, entry + '.mig')
         source = '<generated>'
         xml_text = generated.xml_text
     elif len(given) != 1:
@@ -303,6 +406,18 @@ def _host(check: checks.Checker, item: dict, entry: str, base: str,
                          % (source, exc))
     host = Host(name=name, xml_text=xml_text, xml_source=source,
                 pci_functions=functions)
+    host.mig_layouts = {m: lay.describe() for m, lay in layouts.items()}
+    if generated is not None:
+        host.mig_types = dict(generated.mig_types)
+    if 'power' in item:
+        host.power_profiles = _power(check, item['power'], entry + '.power')
+        models = generated.models if generated else None
+        for model in host.power_profiles:
+            if models is not None and model != '*' and model not in models:
+                raise check.fail(entry + '.power', 'power profile of GPU '
+                                 'model %s, which this host kind has no GPU '
+                                 'of (its GPUs: %s)' % (
+                                     model, ', '.join(models)))
     for key in ('vcpus', 'memory_mb', 'disk_gb'):
         if key in item:
             setattr(host, key, check.integer(item[key], '%s.%s'
