@@ -128,11 +128,14 @@ def run(args: argparse.Namespace, conf: cfg.ConfigOpts) -> int:
     from gpu_nova_ext.agent import mig_layout
 
     options = options_from_args(args)
-    options.mig_layouts = {
-        model: layout.counts for model, layout in
-        mig_layout.parse_layouts(conf.mig.layouts).items()}
     inventory = manager.discover(conf)
-    text = nova_conf.generate(inventory, options).render()
+    # [mig] host_layouts over layouts; aggregate_layouts only the agent
+    # can resolve (a note says so)
+    options.mig_layouts, mig_notes = mig_layout.layouts_for_host(
+        conf, {gpu.model for gpu in inventory.gpus})
+    drop = nova_conf.generate(inventory, options)
+    drop.notes.extend(mig_notes)
+    text = drop.render()
     if not args.output or args.output == '-':
         sys.stdout.write(text)
         return 0

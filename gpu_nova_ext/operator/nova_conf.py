@@ -30,8 +30,10 @@ GPU, how Nova offers it and writes the options Nova needs for that:
 * ``vgpu`` and ``mig-vgpu`` (mdev): ``[devices] enabled_mdev_types`` and an
   ``[mdev_<type>]`` section with ``device_addresses`` (the GPU, or its VFs
   where the type lives on VFs), ``mdev_class`` ``CUSTOM_VGPU_<MODEL>`` (per
-  model, so quota can count each model; ``vgpu_class='vgpu'`` keeps
-  Nova's ``VGPU``) and, on request, ``max_instances``.  The agent writes
+  model, so quota can count each model; a MIG-backed type's is its
+  profile's, ``CUSTOM_VGPU_MIG_<PROFILE>``, so a flavor gets the size it
+  asks for; ``vgpu_class='vgpu'`` keeps Nova's ``VGPU``) and, on request,
+  ``max_instances``.  The agent writes
   the traits of these providers itself.
 * The scheduler side: ``[filter_scheduler]`` ``available_filters``,
   ``enabled_filters`` (Nova's defaults, ``PciPassthroughFilter`` and ours),
@@ -77,6 +79,7 @@ VGPU_CLASSES = resource_classes.VGPU_CLASSES
 pci_resource_class = resource_classes.pci_resource_class
 vgpu_resource_class = resource_classes.vgpu_resource_class
 mdev_resource_class = resource_classes.mdev_resource_class
+mig_resource_class = resource_classes.mig_resource_class
 
 
 def _slug(text: str) -> str:
@@ -315,14 +318,26 @@ def _vgpu_vfio(gpu: base.Gpu, drop: DropIn, aliases: dict,
         aliases[name] = alias
 
 
+def _type_entry(mdev_types: dict, type_id: str, gpu: base.Gpu) -> dict:
+    """The drop-in's record of one mdev type, ``gpu`` counted in.
+
+    Parents, maximum, the models offering it and its MIG profiles (None
+    for a time-sliced type).
+    """
+    entry = mdev_types.setdefault(type_id, {'addresses': [], 'max': 0,
+                                            'models': set(),
+                                            'profiles': set()})
+    entry['models'].add(naming.normalize_model(gpu.model or ''))
+    return entry
+
+
 def _mdev(gpu: base.Gpu, mdev_types: dict, opts: GeneratorOptions,
           notes: list[str]) -> None:
     chosen = _choose_type(gpu, gpu.mdev_types, opts, notes)
     if chosen is None:
         return
-    entry = mdev_types.setdefault(chosen.id, {'addresses': [], 'max': 0,
-                                              'models': set()})
-    entry['models'].add(naming.normalize_model(gpu.model or ''))
+    entry = _type_entry(mdev_types, chosen.id, gpu)
+    entry['profiles'].add(nova_conf_mig.type_profile(gpu, chosen))
     for t in gpu.mdev_types:
         if t.id != chosen.id:
             continue
@@ -348,9 +363,9 @@ def _mig_layout(gpu: base.Gpu, mdev_types: dict, opts: GeneratorOptions,
         _mdev(gpu, mdev_types, opts, notes)
         return
     for type_id, parents in chosen.items():
-        entry = mdev_types.setdefault(type_id, {'addresses': [], 'max': 0,
-                                                'models': set()})
-        entry['models'].add(naming.normalize_model(gpu.model or ''))
+        entry = _type_entry(mdev_types, type_id, gpu)
+        entry['profiles'].update(nova_conf_mig.type_profile(gpu, t)
+                                 for t in gpu.mdev_types if t.id == type_id)
         entry['addresses'].extend(parents)
         if entry['max'] is not None:
             entry['max'] += len(parents)    # one vGPU per parent VF
@@ -365,11 +380,20 @@ def _nvml_max(gpu: base.Gpu, t: base.MdevType) -> int | None:
     return None
 
 
-def _mdev_class(type_id: str, models: set[str], opts: GeneratorOptions,
+def _mdev_class(type_id: str, entry: dict, opts: GeneratorOptions,
                 notes: list[str]) -> str | None:
-    """The type's ``mdev_class``, or None (Nova's VGPU) with a note."""
+    """The type's ``mdev_class``, or None (Nova's VGPU) with a note.
+
+    A MIG-backed type gets its profile's class
+    (``CUSTOM_VGPU_MIG_2G_20GB``, as the simulator's hosts offer it):
+    on a GPU whose layout mixes sizes only a class per size lets a flavor
+    get the size it asks for.  A time-sliced type gets its model's.
+    """
     if opts.vgpu_class == 'vgpu':
         return None
+    models, profiles = entry['models'], entry['profiles']
+    if len(profiles) == 1 and None not in profiles:
+        return mig_resource_class(next(iter(profiles)))
     if len(models) == 1 and '' not in models:
         return mdev_resource_class(next(iter(models)))
     notes.append('[mdev_%s] mdev_class left out (Nova\'s VGPU): %s; Nova '
@@ -430,8 +454,7 @@ def generate(inventory: base.HostInventory,
             section = 'mdev_%s' % type_id
             drop.add(section, 'device_addresses',
                      ','.join(entry['addresses']))
-            mdev_class = _mdev_class(type_id, entry['models'], opts,
-                                     drop.notes)
+            mdev_class = _mdev_class(type_id, entry, opts, drop.notes)
             if mdev_class:
                 drop.add(section, 'mdev_class', mdev_class)
             if opts.max_instances and entry['max']:

@@ -38,7 +38,8 @@ def profile_of_type(name: str | None) -> str | None:
                            else '')
 
 
-def _type_profile(gpu, t) -> str | None:
+def type_profile(gpu, t) -> str | None:
+    """The MIG profile behind mdev type ``t`` of ``gpu``, or None."""
     names = [t.name] + [nv.name for nv in gpu.vgpu_types if nv.id == t.id]
     for name in names:
         profile = profile_of_type(name)
@@ -56,7 +57,7 @@ def layout_types(gpu, counts, notes: list[str]) -> dict[str, list[str]]:
     used: set[str] = set()
     for profile, count in counts:
         offers = [t for t in gpu.mdev_types
-                  if _type_profile(gpu, t) == profile]
+                  if type_profile(gpu, t) == profile]
         if not offers:
             if gpu.mig_enabled:
                 notes.append('GPU %s: no vGPU type for MIG profile %s of '

@@ -44,7 +44,7 @@ class TestNovaConfCommand(base.BaseTestCase):
         with open(os.path.join(SCENARIOS, 'default.yaml')) as f:
             self.hosts = {h['name']: h for h in yaml.safe_load(f)['hosts']}
 
-    def _run(self, host, *extra):
+    def _run(self, host, *extra, conf_text=''):
         gpus = os.path.join(self.tmp, host + '.yaml')
         with open(gpus, 'w') as f:
             yaml.safe_dump(self.hosts[host]['gpus'], f)
@@ -55,7 +55,7 @@ class TestNovaConfCommand(base.BaseTestCase):
                     'simulated_gpus_file = %s\n'
                     'nova_config_file = %s/none.conf\n'
                     'nova_config_dir = %s/none.d\n'
-                    % (host, gpus, self.tmp, self.tmp))
+                    % (host, gpus, self.tmp, self.tmp) + conf_text)
         out = os.path.join(self.tmp, host + '-nova.conf')
         uri = 'test://%s' % os.path.abspath(
             os.path.join(SCENARIOS, 'hosts', host + '.xml'))
@@ -116,6 +116,29 @@ class TestNovaConfCommand(base.BaseTestCase):
              pconf.workarounds.optimize_for_wide_provider_trees))
         with open(out) as f:
             self.assertIn('# Round-robin over hosts', f.read())
+
+    def test_mig_layouts_of_this_host_and_its_aggregates(self):
+        def drop_in(mig_conf):
+            self._run('cmp-a100', '--no-scheduler',
+                      conf_text='[mig]\n' + mig_conf)
+            with open(os.path.join(self.tmp, 'cmp-a100-nova.conf')) as f:
+                return f.read()
+
+        not_applied = 'its MIG layout is not applied yet'
+        # another host's layout is not this host's
+        self.assertNotIn(not_applied, drop_in(
+            'host_layouts = other-host:A100_80GB_PCIE:3g.40gb=2\n'))
+        # this host's is (the A100s are not laid out yet: they keep their
+        # current type, and the drop-in says so)
+        self.assertIn(not_applied, drop_in(
+            'host_layouts = cmp-a100:A100_80GB_PCIE:1g.10gb=7\n'))
+        # a layout only an aggregate gives is said, not guessed: nova-conf
+        # reads no Placement
+        text = drop_in('aggregate_layouts = 6f1c7a3e-0d2b-4f5a-9c8e-'
+                       '1b2d3e4f5a6b:A100_80GB_PCIE:1g.10gb=7\n')
+        self.assertIn('GPU model A100_80GB_PCIE: not written from a MIG '
+                      'layout', text)
+        self.assertNotIn(not_applied, text)
 
     def test_vgpu_host_with_type_choice(self):
         conf = self._run('cmp-l4t4', '--no-scheduler',

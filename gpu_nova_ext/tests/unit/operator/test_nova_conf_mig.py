@@ -63,8 +63,12 @@ class TestLayoutTypes(test_base.BaseTestCase):
             'device_addresses'])
         self.assertEqual('0000:3b:00.6,0000:3b:00.7', sections[
             'mdev_nvidia-699']['device_addresses'])
-        self.assertEqual('CUSTOM_VGPU_A100_80GB_PCIE',
+        # a class per size: on this GPU a 1g and a 3g flavor each get
+        # their own size, as the simulator's hosts offer them
+        self.assertEqual('CUSTOM_VGPU_MIG_1G_10GB',
                          sections['mdev_nvidia-699']['mdev_class'])
+        self.assertEqual('CUSTOM_VGPU_MIG_3G_40GB',
+                         sections['mdev_nvidia-701']['mdev_class'])
 
     def test_too_few_parents_and_missing_types_are_said(self):
         gpu = laid_out_gpu(nvfs=2)
