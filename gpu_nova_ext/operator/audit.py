@@ -85,6 +85,8 @@ class GpuView:
     reserved: int = 0
     health: str | None = None   # None: no live state
     reasons: list[str] = dataclasses.field(default_factory=list)
+    # the traits of its providers, together
+    traits: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def free(self) -> int:
@@ -285,7 +287,7 @@ def build_report(providers: list[ProviderView],
         view = GpuView(host=host, address=address, model=model,
                        mode=_mode_of(views), vendor=vendor, driver=driver,
                        trait_driver=_trait_value(traits, _DRIVER_TRAIT),
-                       providers=[v.uuid for v in views])
+                       providers=[v.uuid for v in views], traits=traits)
         for v in views:
             for rc in _gpu_classes(v):
                 view.total += v.inventories[rc]['total']

@@ -67,6 +67,23 @@ def compute_service(conn, host: str):
     return found[0]
 
 
+def aggregate_hosts(conn, name: str) -> set[str]:
+    """The hosts of Nova host aggregate ``name`` (or id).
+
+    :raises InvalidArgument: no such aggregate.
+    """
+    known = []
+    for agg in call(conn, 'aggregates'):
+        if agg.name == name or str(agg.id) == name:
+            return set(agg.hosts or ())
+        known.append(agg.name)
+    raise exception.InvalidArgument(
+        argument='--aggregate', value=name,
+        reason='no such host aggregate in Nova (known: %s); give one of '
+               'openstack aggregate list' % (', '.join(sorted(known))
+                                             or 'none'))
+
+
 def service_up(service) -> bool:
     return service.state == 'up' and not service.is_forced_down
 
