@@ -23,8 +23,7 @@ from gpu_nova_ext.cmd import common
 
 PROG = 'gpu-nova-ext'
 COMMANDS = ('discover', 'report', 'simulate', 'nova_conf', 'flavor',
-            'audit', 'ops_remediate', 'ops_drain', 'ops_rollout', 'ops_quota',
-            'ops_reserve', 'mig')
+            'ops_remediate', 'ops_drain', 'ops_quota', 'ops_reserve', 'mig')
 
 
 def build_parser() -> argparse.ArgumentParser:

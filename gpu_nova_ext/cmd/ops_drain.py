@@ -16,10 +16,10 @@ import argparse
 
 from oslo_config import cfg
 
-from gpu_nova_ext.cmd import audit as audit_cmd
 from gpu_nova_ext.cmd import ops_common
 from gpu_nova_ext import exception
 from gpu_nova_ext.operator import audit
+from gpu_nova_ext.operator import live_state
 from gpu_nova_ext.operator import nova_actions
 from gpu_nova_ext.operator import remediate
 from gpu_nova_ext.operator import remediation_policy as policy
@@ -156,8 +156,8 @@ def run_undrain(args: argparse.Namespace, conf: cfg.ConfigOpts,
     service = nova_actions.compute_service(conn, args.host)
     expected = rollout.branch(args.expect_driver)
     wait = (conf.remediation.state_wait if args.state_wait is None
-            else audit_cmd.check_state_wait(args.state_wait))
-    states = (states_factory or audit_cmd.live_states)(conf, wait)
+            else live_state.check_state_wait(args.state_wait))
+    states = (states_factory or live_state.live_states)(conf, wait)
     check = rollout.undrain_check(audit.collect(placement),
                                   states.get(args.host), args.host,
                                   expected)

@@ -192,7 +192,7 @@ def gpu_providers(placement, host: str, address: str) -> list[GpuProvider]:
             what='GPU %s on %s' % (address, host),
             reason='Placement has no GPU provider for it (GPU providers '
                    'there: %s)' % (', '.join(sorted(found)) or 'none'),
-            fix='Give an address gpu-nova-ext audit lists for that host; '
+            fix='Give an address openstack gpu list shows for that host; '
                 'for vGPUs on SR-IOV VFs give each VF\'s address.')
     pci = [p for p in providers if p.kind == KIND_PCI]
     if pci:

@@ -24,6 +24,7 @@ import traceback
 
 from keystoneauth1 import exceptions as ks_exc
 from openstack import exceptions as os_exc
+from osc_lib.cli import format_columns
 from osc_lib.command import command
 from oslo_config import cfg
 
@@ -93,3 +94,20 @@ def add_config_arg(parser) -> None:
              "schedulers' transport_url and [remediation]; may be "
              'repeated. Credentials never come from it: the cloud of '
              'clouds.yaml or OS_* is used for every service.')
+
+
+def formattable(value):
+    """``value`` as cliff shows it: lines in a table, itself in JSON."""
+    if isinstance(value, list) and value and isinstance(value[0], dict):
+        return format_columns.ListDictColumn(value)
+    if isinstance(value, dict):
+        return format_columns.DictColumn(value)
+    if isinstance(value, (list, tuple)):
+        return format_columns.ListColumn(list(value))
+    return value
+
+
+def record(data: dict) -> tuple[tuple, tuple]:
+    """A ShowOne answer of a report's dict; ``-f json`` gives its keys."""
+    keys = tuple(data)
+    return keys, tuple(formattable(data[k]) for k in keys)

@@ -19,6 +19,7 @@ on it are the consumers of its GPU resources in Placement.
 """
 from osc_lib.cli import format_columns
 
+from gpu_nova_ext.cmd import common
 from gpu_nova_ext import exception
 from gpu_nova_ext import naming
 from gpu_nova_ext.operator import audit
@@ -81,13 +82,17 @@ def add_state_args(parser) -> None:
     command.add_config_arg(parser)
 
 
-def read_gpus(client, parsed_args) -> list[audit.GpuView]:
-    """The GPUs of the cloud, with the live state when asked for."""
+def read_report(client, parsed_args) -> audit.AuditReport:
+    """The audit of the cloud, with the live state when asked for."""
     wait = live_state.check_state_wait(parsed_args.state_wait)
     conf = client.load_conf(parsed_args.config_file)
     providers = audit.collect(client.placement)
-    states = live_state.live_states(conf, wait) if wait else {}
-    return audit.build_report(providers, states).gpus
+    states = {}
+    if wait:
+        # native threads for oslo.messaging, as gpu-nova-ext's own
+        common.use_native_threads()
+        states = live_state.live_states(conf, wait)
+    return audit.build_report(providers, states)
 
 
 class ListGpu(command.Lister):
@@ -124,7 +129,7 @@ class ListGpu(command.Lister):
         hosts = (nova_actions.aggregate_hosts(client.conn,
                                               parsed_args.aggregate)
                  if parsed_args.aggregate else None)
-        gpus = read_gpus(client, parsed_args)
+        gpus = read_report(client, parsed_args).gpus
         if parsed_args.host:
             if not any(g.host == parsed_args.host for g in gpus):
                 # the host may be in Placement without GPUs
@@ -170,7 +175,7 @@ class ShowGpu(command.ShowOne):
             raise exception.InvalidArgument(
                 argument='<address>', value=parsed_args.address,
                 reason=str(exc))
-        gpus = read_gpus(client, parsed_args)
+        gpus = read_report(client, parsed_args).gpus
         on_host = [g for g in gpus if g.host == parsed_args.host]
         if not on_host:
             gpu_consumers.host_root(client.placement, parsed_args.host)

@@ -15,13 +15,14 @@ Nova's harness: two vGPU hosts (two A100 pGPUs each) reported by our
 agent, one server on a GPU and one GPU reserved.
 
 The client loads the plugin by entry point and finds the cloud by
-``OS_CLOUD`` alone (:mod:`osc_client`); every answer is ``-f json``.
+``OS_CLOUD`` alone (:mod:`~gpu_nova_ext.tests.functional.osc_client`);
+every answer is ``-f json``.
 """
 import fixtures
 
 from gpu_nova_ext import naming
 from gpu_nova_ext.tests.functional.nova import base
-from gpu_nova_ext.tests.functional.nova import osc_client
+from gpu_nova_ext.tests.functional import osc_client
 
 VGPU = {'resources:VGPU': '1'}
 
@@ -39,7 +40,7 @@ class GpuListTest(base.GpuVGPUTestBase):
         self.run_agent(self.host)
         self.other = 'h2' if self.host == 'h1' else 'h1'
         self.run_agent(self.other)
-        self.cloud = self.useFixture(osc_client.HarnessCloud(self))
+        self.cloud = self.useFixture(osc_client.Cloud.of_harness(self))
 
     def gpus(self, *argv):
         return osc_client.openstack_json(self, 'gpu', 'list', *argv)
@@ -103,6 +104,9 @@ class GpuListTest(base.GpuVGPUTestBase):
         self.assertRefused(('gpu', 'list', '--aggregate', 'nope'),
                            'nope', 'openstack aggregate list')
         self.assertRefused(('gpu', 'list', '--unhealthy'), '--state-wait')
+        for value in ('-5', 'nan', 'inf', '1e300'):
+            self.assertRefused(('gpu', 'list', '--state-wait', value),
+                               'Invalid --state-wait')
         self.assertRefused(('gpu', 'show', self.host, '0000:99:00.0'),
                            '0000:99:00.0', base.PGPU0)
         self.assertRefused(('gpu', 'show', self.host, 'zzz'),

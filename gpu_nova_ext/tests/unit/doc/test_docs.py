@@ -97,7 +97,6 @@ class TestDocs(testtools.TestCase):
         parser = cli.build_parser()
         actions = parser._subparsers._group_actions[0].choices
         commands = {'nova-conf': actions['nova-conf'],
-                    'audit': actions['audit'],
                     'flavor create': actions['flavor']._subparsers
                     ._group_actions[0].choices['create']}
         for action in ('set', 'unset', 'show', 'check'):

@@ -10,23 +10,22 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""python-openstackclient, in this process, aimed at Nova's harness.
+"""python-openstackclient, in this process, aimed at our test services.
 
 ``openstack gpu ...`` runs as an operator runs it: OpenStackClient's own
 shell (``openstackclient.shell.main``) loads our plugin by its entry points
 (``openstack.cli.extension``, ``openstack.gpu.v1`` of the editable
 install) and finds the cloud by ``OS_CLOUD`` alone in a clouds.yaml
-(``OS_CLIENT_CONFIG_FILE``).  It runs in the test's process because the
-harness's Nova API and Placement are reached through wsgi-intercept.
+(``OS_CLIENT_CONFIG_FILE``).  It runs in the test's process because Nova's
+harness API and Placement's fixture are reached through wsgi-intercept.
 
-The cloud's endpoints are the harness's (``*_endpoint_override``); its
-Nova API authenticates by header (Keystone is stubbed there) and its
-Placement by the noauth2 token: :class:`HarnessCloud` adds those headers
+The cloud's endpoints are the test's (``*_endpoint_override``).  Nova's
+harness API authenticates by header (Keystone is stubbed there) and the
+Placement fixture by the noauth2 token: :class:`Cloud` adds those headers
 to the session openstacksdk makes from clouds.yaml, as
 :func:`gpu_nova_ext.tests.functional.operator.sdk.harness_connection`
-does.  With a real Keystone (:meth:`HarnessCloud.keystone`), the login is
-a real password login there, and the catalog's identity endpoint is the
-real Keystone's.
+does.  With a real Keystone (:meth:`Cloud.keystone`) the login is a real
+password login there.
 """
 import contextlib
 import io
@@ -42,16 +41,24 @@ CLOUD = 'harness'
 ADMIN_ROLES = 'reader,member,admin'
 
 
-class HarnessCloud(fixtures.Fixture):
-    """clouds.yaml and ``OS_CLOUD`` for the harness of ``testcase``."""
+class Cloud(fixtures.Fixture):
+    """clouds.yaml and ``OS_CLOUD`` for services of a test."""
 
-    def __init__(self, testcase, roles: str = ADMIN_ROLES,
-                 project_id: str | None = None):
+    def __init__(self, placement_url: str, compute_url: str | None = None,
+                 project_id: str = 'admin', roles: str = ADMIN_ROLES):
         super().__init__()
-        self.testcase = testcase
-        self.roles = roles
+        self.placement_url = placement_url
+        self.compute_url = compute_url
         self.project_id = project_id
+        self.roles = roles
         self.keystone_auth = None
+
+    @classmethod
+    def of_harness(cls, testcase, **kw) -> 'Cloud':
+        """The cloud of Nova's functional harness ``testcase``."""
+        return cls(testcase.placement.fixture.endpoint,
+                   testcase.api_fixture.base_url,
+                   project_id=testcase.api.project_id, **kw)
 
     def _setUp(self):
         self.path = os.path.join(self.useFixture(fixtures.TempDir()).path,
@@ -82,9 +89,8 @@ class HarnessCloud(fixtures.Fixture):
         self.write()
 
     def headers(self) -> dict:
-        tc = self.testcase
         out = {'X-Auth-User': 'admin' if 'admin' in self.roles else 'user',
-               'X-Auth-Project-Id': self.project_id or tc.api.project_id,
+               'X-Auth-Project-Id': self.project_id,
                'X-Roles': self.roles}
         if self.keystone_auth is None:
             # Placement's noauth2 wants a token (any, with X-Roles)
@@ -92,14 +98,12 @@ class HarnessCloud(fixtures.Fixture):
         return out
 
     def write(self) -> None:
-        tc = self.testcase
-        cloud = {
-            'compute_endpoint_override': tc.api_fixture.base_url,
-            'placement_endpoint_override': tc.placement.fixture.endpoint,
-        }
+        cloud = {'placement_endpoint_override': self.placement_url}
+        if self.compute_url:
+            cloud['compute_endpoint_override'] = self.compute_url
         if self.keystone_auth is None:
             cloud.update(auth_type='none',
-                         auth={'endpoint': tc.api_fixture.base_url})
+                         auth={'endpoint': self.placement_url})
         else:
             cloud.update(auth_type='password', auth=self.keystone_auth,
                          identity_api_version=3)
@@ -140,3 +144,22 @@ def openstack_json(testcase, *argv: str):
     rc, out, err = openstack(*argv, '-f', 'json')
     testcase.assertEqual(0, rc, 'openstack %s: %s' % (' '.join(argv), err))
     return json.loads(out)
+
+
+def parser_of(command: str):
+    """The argparse parser of ``openstack COMMAND``.
+
+    ``COMMAND`` is ``gpu rollout plan``; found by its entry point, as
+    OpenStackClient finds it.
+    """
+    import importlib.metadata
+    import types
+
+    name = command.replace(' ', '_')
+    [ep] = [ep for ep in importlib.metadata.entry_points(
+        group='openstack.gpu.v1') if ep.name == name]
+    # what cliff's Command reads of its application (its hooks' namespace)
+    app = types.SimpleNamespace(command_manager=types.SimpleNamespace(
+        namespace='openstack.cli'))
+    return ep.load()(app, None, cmd_name=command).get_parser(
+        'openstack ' + command)
