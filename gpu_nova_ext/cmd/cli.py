@@ -22,8 +22,7 @@ import sys
 from gpu_nova_ext.cmd import common
 
 PROG = 'gpu-nova-ext'
-COMMANDS = ('discover', 'report', 'simulate', 'nova_conf', 'flavor',
-            'ops_remediate', 'ops_drain', 'ops_quota', 'ops_reserve', 'mig')
+COMMANDS = ('discover', 'report', 'simulate', 'nova_conf', 'ops_remediate', 'ops_drain', 'ops_quota', 'ops_reserve', 'mig')
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -15,7 +15,7 @@ need, each error turned into one typed exception that names the fix.
 
 ``conn`` is an :class:`openstack.connection.Connection` (clouds.yaml, the
 ``OS_*`` variables, or any keystoneauth session: see
-:func:`gpu_nova_ext.cmd.flavor.connect`).
+:func:`gpu_nova_ext.cmd.ops_common.connect`).
 """
 import inspect
 import time
