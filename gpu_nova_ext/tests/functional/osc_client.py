@@ -139,6 +139,22 @@ def openstack(*argv: str) -> tuple[int, str, str]:
     return rc, out.getvalue(), err.getvalue()
 
 
+def refused(testcase, *argv: str) -> str:
+    """``openstack ARGV`` that must be refused: exit code 2 and one line.
+
+    The one line is the command's; other lines on stderr can only be the
+    logging of the test's own process (Nova's harness loads plugins that
+    log), which OpenStackClient sends to stderr too.
+    """
+    rc, out, err = openstack(*argv)
+    testcase.assertEqual(2, rc, out + err)
+    ours = [line for line in err.splitlines()
+            if line.startswith('openstack ') or 'Traceback' in line]
+    testcase.assertEqual(1, len(ours), err)
+    testcase.assertTrue(err.rstrip().endswith(ours[0]), err)
+    return ours[0]
+
+
 def openstack_json(testcase, *argv: str):
     """``openstack ARGV -f json``, parsed; the test fails on exit != 0."""
     rc, out, err = openstack(*argv, '-f', 'json')
