@@ -85,10 +85,14 @@ class TestOpsErrors(testtools.TestCase):
         return lines[0]
 
     def test_compute_api_unreachable(self):
+        line = self._run('remediate', '--once', '--host', 'cmp-1')
+        self.assertIn('compute API is unreachable', line)
+        self.assertIn('clouds.yaml', line)
         for argv in (['drain', 'cmp-1'],
-                     ['undrain', 'cmp-1', '--expect-driver', '570'],
-                     ['remediate', '--once', '--host', 'cmp-1']):
-            line = self._run(*argv)
+                     ['undrain', 'cmp-1', '--expect-driver', '570']):
+            rc, out, err = osc_client.openstack('gpu', 'host', *argv)
+            self.assertEqual(2, rc, err)
+            [line] = err.strip().splitlines()
             self.assertIn('compute API is unreachable', line)
             self.assertIn('clouds.yaml', line)
 

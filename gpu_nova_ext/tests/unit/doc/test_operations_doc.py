@@ -40,10 +40,9 @@ class TestOperationsPage(testtools.TestCase):
 
     def test_command_synopses_match_the_parser(self):
         choices = cli.build_parser()._subparsers._group_actions[0].choices
-        commands = {'gpu-nova-ext remediate': choices['remediate'],
-                    'gpu-nova-ext drain': choices['drain'],
-                    'gpu-nova-ext undrain': choices['undrain']}
-        for command in ('gpu rollout plan',):
+        commands = {'gpu-nova-ext remediate': choices['remediate']}
+        for command in ('gpu host drain', 'gpu host undrain',
+                        'gpu rollout plan'):
             commands['openstack ' + command] = osc_client.parser_of(command)
         for command, parser in commands.items():
             m = re.search(r'^``%s (.*)``$' % command, self.text, re.M)
