@@ -23,7 +23,7 @@ from gpu_nova_ext.cmd import common
 
 PROG = 'gpu-nova-ext'
 COMMANDS = ('discover', 'report', 'simulate', 'nova_conf', 'ops_remediate',
-            'ops_quota', 'mig')
+            'mig')
 
 
 def build_parser() -> argparse.ArgumentParser:

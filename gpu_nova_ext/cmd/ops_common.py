@@ -10,9 +10,8 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""What ``gpu-nova-ext remediate`` and ``quota check`` take from the cloud,
-and the failed moves of remediate and ``openstack gpu host drain`` as exit
-code 2."""
+"""What ``gpu-nova-ext remediate`` takes from the cloud, and the failed
+moves of remediate and ``openstack gpu host drain`` as exit code 2."""
 import argparse
 import os
 import sys

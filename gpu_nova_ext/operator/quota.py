@@ -162,20 +162,6 @@ def limit_text(limit: int | None) -> str:
     return 'unlimited' if limit == UNLIMITED else str(limit)
 
 
-def render(rows: list[QuotaRow]) -> list[str]:
-    """The table of ``quota show``, one line per project and class."""
-    header = ('PROJECT', 'MODEL', 'KIND', 'RESOURCE', 'LIMIT', 'FROM',
-              'USED', 'OVER')
-    table = [header] + [
-        (r.project, r.gpu.model, r.gpu.kind, r.gpu.resource_name,
-         limit_text(r.limit), r.source, str(r.usage),
-         str(r.over) if r.over else '')
-        for r in rows]
-    widths = [max(len(line[i]) for line in table) for i in range(len(header))]
-    return ['  '.join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip()
-            for line in table]
-
-
 def overage_line(r: QuotaRow) -> str:
     """What a limit below current usage means, in one line."""
     return ('project %s uses %d of %s, %d above its limit %d: Keystone '

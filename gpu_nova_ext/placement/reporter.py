@@ -274,9 +274,9 @@ class Reporter(writes.ProviderWrites):
                 warning = ('GPU %s: its providers are reserved for several '
                            'projects (%s); %s is sent to the schedulers. '
                            'Run openstack gpu reservation list and '
-                           'delete all but one.' % (gpu.pci_address,
-                                             ', '.join(sorted(projects)),
-                                             gpu.reserved_for))
+                           'delete all but one.' % (
+                               gpu.pci_address, ', '.join(sorted(projects)),
+                               gpu.reserved_for))
                 LOG.warning('%s', warning)
                 result.warnings.append(warning)
 
