@@ -11,7 +11,7 @@
 # under the License.
 
 """GPU quota per model: which resource classes a model means, and the rows
-``gpu-nova-ext quota show`` prints.  Pure functions, no I/O.
+``openstack gpu quota show`` prints.  Pure functions, no I/O.
 
 Nova's unified limits count any resource class as ``class:<RC>`` against
 Keystone's limits (registered limits: the cloud-wide default; project

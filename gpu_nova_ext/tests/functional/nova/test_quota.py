@@ -43,7 +43,7 @@ N_A100 = 5
 
 
 def passthrough_specs(model: str) -> dict:
-    """The flavor ``gpu-nova-ext flavor create --mode passthrough`` makes."""
+    """The flavor ``openstack gpu flavor create --mode passthrough`` makes."""
     return flavor.extra_specs(flavor.GpuFlavorRequest(
         model=model, mode='passthrough'))
 

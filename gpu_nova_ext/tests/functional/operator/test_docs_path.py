@@ -101,7 +101,7 @@ class DocumentedPathTest(base.GpuVGPUTestBase):
             {g['pci_address']: g['offered_vgpu_type']
              for g in state['gpus']})
 
-        # 3. gpu-nova-ext flavor create (the type by id: fakelibvirt names
+        # 3. openstack gpu flavor create (the type by id: fakelibvirt names
         # every type "M60-0B", and libvirt's name wins in the state)
         flavor = self._flavor_create(
             ['vgpu.a100', '--model', 'A100_80GB_PCIE', '--vgpu-type',
