@@ -96,6 +96,16 @@ def add_config_arg(parser) -> None:
              'clouds.yaml or OS_* is used for every service.')
 
 
+def add_scope_args(parser, what: str) -> None:
+    """--model and --aggregate: which of the cloud's GPUs ``what`` covers."""
+    parser.add_argument('--model', metavar='<model>',
+                        help='Only %s with GPUs of this model (A100 '
+                             'matches A100_80GB_PCIE).' % what)
+    parser.add_argument('--aggregate', metavar='<aggregate>',
+                        help='Only %s of the hosts of this Nova host '
+                             'aggregate (name or id).' % what)
+
+
 def formattable(value):
     """``value`` as cliff shows it: lines in a table, itself in JSON."""
     if isinstance(value, list) and value and isinstance(value[0], dict):

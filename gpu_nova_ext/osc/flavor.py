@@ -291,31 +291,30 @@ class ListGpuFlavor(command.Lister):
         return LIST_COLUMNS, rows
 
 
-class ShowGpuFlavor(command.ShowOne):
+class _OneFlavor:
+    """show and delete: one GPU flavor, by name or id."""
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        parser.add_argument('flavor', metavar='<flavor>',
+                            help='Flavor name or id.')
+        return parser
+
+    def take_action(self, parsed_args):
+        conn = self.app.client_manager.gpu.conn
+        return self.act(conn, find_gpu_flavor(conn, parsed_args.flavor))
+
+
+class ShowGpuFlavor(_OneFlavor, command.ShowOne):
     """Show a GPU flavor, its GPU specs and quota class."""
 
-    def get_parser(self, prog_name):
-        parser = super().get_parser(prog_name)
-        parser.add_argument('flavor', metavar='<flavor>',
-                            help='Flavor name or id.')
-        return parser
-
-    def take_action(self, parsed_args):
-        conn = self.app.client_manager.gpu.conn
-        return show(find_gpu_flavor(conn, parsed_args.flavor))
+    def act(self, conn, found):
+        return show(found)
 
 
-class DeleteGpuFlavor(command.Command):
+class DeleteGpuFlavor(_OneFlavor, command.Command):
     """Delete a GPU flavor (servers of it keep running)."""
 
-    def get_parser(self, prog_name):
-        parser = super().get_parser(prog_name)
-        parser.add_argument('flavor', metavar='<flavor>',
-                            help='Flavor name or id.')
-        return parser
-
-    def take_action(self, parsed_args):
-        conn = self.app.client_manager.gpu.conn
-        found = find_gpu_flavor(conn, parsed_args.flavor)
+    def act(self, conn, found):
         conn.compute.delete_flavor(found)
         self.say('deleted flavor %s (%s)' % (found.name, found.id))

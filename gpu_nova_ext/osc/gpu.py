@@ -102,12 +102,7 @@ class ListGpu(command.Lister):
         parser = super().get_parser(prog_name)
         parser.add_argument('--host', metavar='<host>',
                             help='Only the GPUs of this compute host.')
-        parser.add_argument('--model', metavar='<model>',
-                            help='Only GPUs of this model (A100 matches '
-                                 'A100_80GB_PCIE).')
-        parser.add_argument('--aggregate', metavar='<aggregate>',
-                            help='Only the GPUs of the hosts of this Nova '
-                                 'host aggregate (name or id).')
+        command.add_scope_args(parser, 'the GPUs')
         parser.add_argument('--unhealthy', action='store_true',
                             help='Only GPUs the agents report unhealthy '
                                  '(needs --state-wait).')

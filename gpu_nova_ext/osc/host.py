@@ -35,7 +35,26 @@ def _summary(decisions) -> str:
         policy.summary(decisions).items())) or 'nothing to do'
 
 
-class DrainHost(command.Command):
+class _HostCommand(command.Command):
+    """drain and undrain: one compute host, gpu-nova-ext's options."""
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        parser.add_argument('host', metavar='<host>',
+                            help='Compute host (as nova-compute reports '
+                                 'it).')
+        command.add_config_arg(parser)
+        return parser
+
+    def begin(self, args):
+        """(client, conf, the host's nova-compute service)."""
+        client = self.app.client_manager.gpu
+        conf = client.load_conf(args.config_file)
+        return client, conf, nova_actions.compute_service(client.conn,
+                                                          args.host)
+
+
+class DrainHost(_HostCommand):
     """Disable a GPU host's nova-compute, optionally moving its servers.
 
     Disables the nova-compute service of HOST with a reason (no new server
@@ -46,9 +65,6 @@ class DrainHost(command.Command):
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
-        parser.add_argument('host', metavar='<host>',
-                            help='Compute host (as nova-compute reports '
-                                 'it).')
         parser.add_argument('--migrate', action='store_true',
                             help='Also move the servers on its GPUs away.')
         parser.add_argument('--all-servers', action='store_true',
@@ -60,15 +76,12 @@ class DrainHost(command.Command):
                             help='Disabled reason recorded in Nova.')
         parser.add_argument('--dry-run', action='store_true',
                             help='Say what would be done; change nothing.')
-        command.add_config_arg(parser)
         return parser
 
     def take_action(self, parsed_args):
         args = parsed_args
-        client = self.app.client_manager.gpu
-        conf = client.load_conf(args.config_file)
+        client, conf, service = self.begin(args)
         conn = client.conn
-        service = nova_actions.compute_service(conn, args.host)
         say = self.say
         if args.dry_run:
             say('dry run: would disable nova-compute on %s (%s)'
@@ -125,7 +138,7 @@ class DrainHost(command.Command):
             say('%s holds no server: it can be rebooted.' % args.host)
 
 
-class UndrainHost(command.Command):
+class UndrainHost(_HostCommand):
     """Re-enable a drained GPU host once it runs the expected driver.
 
     Only when every GPU of HOST runs driver branch BRANCH, as its
@@ -137,9 +150,6 @@ class UndrainHost(command.Command):
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
-        parser.add_argument('host', metavar='<host>',
-                            help='Compute host (as nova-compute reports '
-                                 'it).')
         parser.add_argument('--expect-driver', required=True,
                             metavar='<branch>',
                             help='Driver branch (550) or version '
@@ -148,15 +158,12 @@ class UndrainHost(command.Command):
             '--state-wait', type=float, default=None, metavar='<seconds>',
             help="Listen this long for the agents' GPU state (default: "
                  '[remediation] state_wait).')
-        command.add_config_arg(parser)
         return parser
 
     def take_action(self, parsed_args):
         args = parsed_args
-        client = self.app.client_manager.gpu
-        conf = client.load_conf(args.config_file)
+        client, conf, service = self.begin(args)
         conn = client.conn
-        service = nova_actions.compute_service(conn, args.host)
         expected = rollout.branch(args.expect_driver)
         wait = (conf.remediation.state_wait if args.state_wait is None
                 else live_state.check_state_wait(args.state_wait))

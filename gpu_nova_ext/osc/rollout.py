@@ -51,12 +51,7 @@ class PlanRollout(command.ShowOne):
             '--max-unavailable', required=True, metavar='<percent>',
             help='Share of each GPU model that may be out at once (25%% '
                  'or 25).')
-        parser.add_argument('--model', metavar='<model>',
-                            help='Only hosts with GPUs of this model (A100 '
-                                 'or A100_80GB_PCIE).')
-        parser.add_argument('--aggregate', metavar='<aggregate>',
-                            help='Only the hosts of this Nova host '
-                                 'aggregate.')
+        command.add_scope_args(parser, 'the hosts')
         parser.add_argument('--target-driver', metavar='<branch>',
                             help='Leave out hosts whose GPUs run it '
                                  'already.')
