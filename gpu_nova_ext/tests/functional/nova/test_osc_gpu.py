@@ -22,6 +22,7 @@ import fixtures
 
 from gpu_nova_ext import naming
 from gpu_nova_ext.tests.functional.nova import base
+from gpu_nova_ext.tests.functional.nova import ops_base
 from gpu_nova_ext.tests.functional import osc_client
 
 VGPU = {'resources:VGPU': '1'}
@@ -77,6 +78,26 @@ class GpuListTest(base.GpuVGPUTestBase):
         self.assertEqual([2, 2], [len(g['Providers']) for g in long])
         self.assertIn(naming.model_trait('A100_80GB_PCIE'),
                       long[0]['Traits'])
+        agg = self.admin_api.post_aggregate({'aggregate': {'name': 'a'}})
+        self.admin_api.add_host_to_aggregate(agg['id'], self.other)
+        self.assertEqual({self.other}, {g['Host'] for g in self.gpus(
+            '--aggregate', 'a')})
+
+    def test_with_the_agents_state(self):
+        # the state the agents cast, as the harness's scheduler holds it
+        self.useFixture(fixtures.MonkeyPatch(
+            'gpu_nova_ext.operator.live_state.live_states',
+            ops_base.harness_live_states))
+        gpus = self.gpus('--state-wait', '0.1')
+        # the state names each GPU's providers: one row per pGPU now
+        self.assertEqual(
+            [('h1', base.PGPU0), ('h1', base.PGPU1), ('h2', base.PGPU0),
+             ('h2', base.PGPU1)],
+            [(g['Host'], g['Address']) for g in gpus])
+        self.assertEqual({'healthy'}, {g['Health'] for g in gpus})
+        self.assertEqual([self.server['id']],
+                         [s for g in gpus for s in g['Servers']])
+        self.assertEqual([], self.gpus('--unhealthy', '--state-wait', '0.1'))
 
     def test_show_one_gpu(self):
         address = [g['Address'] for g in self.gpus('--host', self.host)
