@@ -76,6 +76,18 @@ class PlacementUnavailable(GpuNovaExtException):
                'the [placement] options and that the service runs.')
 
 
+class CloudPlacementUnavailable(PlacementUnavailable):
+    msg_fmt = ('Placement is unreachable at %(endpoint)s: %(reason)s. Check '
+               "the cloud's service catalog (openstack catalog list) or "
+               'placement_endpoint_override in clouds.yaml.')
+
+
+class PlacementTooOld(GpuNovaExtException):
+    msg_fmt = ('Placement at %(endpoint)s serves microversions up to '
+               '%(served)s; openstack gpu needs %(needed)s or later. '
+               'Upgrade Placement.')
+
+
 class PlacementTimeout(PlacementUnavailable):
     msg_fmt = ('Placement at %(endpoint)s did not answer %(method)s %(url)s '
                'within %(timeout)s seconds ([placement] timeout). Check that '

@@ -29,7 +29,10 @@ extensions = [
     # the release notes, from releasenotes/notes and the git history
     'reno.sphinxext',
     'metric_reference',
+    # the openstack gpu reference, from the parsers of openstack.gpu.v1
+    'cliff.sphinxext',
 ]
+autoprogram_cliff_application = 'openstack'
 source_suffix = {'.rst': 'restructuredtext'}
 master_doc = 'index'
 exclude_patterns = []

@@ -24,7 +24,7 @@ reported).  Energy while no server is on the GPU stays with the GPU
 
 The totals are since the agent started; ``gpu_nova_ext_server_energy
 _joules`` exports them, so Prometheus' ``increase()`` or
-``gpu-nova-ext audit --energy-window`` turn them into energy over a
+``openstack gpu audit --energy-window`` turn them into energy over a
 window.
 """
 import collections

@@ -22,9 +22,8 @@ import sys
 from gpu_nova_ext.cmd import common
 
 PROG = 'gpu-nova-ext'
-COMMANDS = ('discover', 'report', 'simulate', 'nova_conf', 'flavor',
-            'audit', 'ops_remediate', 'ops_drain', 'ops_rollout', 'ops_quota',
-            'ops_reserve', 'mig')
+COMMANDS = ('discover', 'report', 'simulate', 'nova_conf', 'ops_remediate',
+            'mig')
 
 
 def build_parser() -> argparse.ArgumentParser:

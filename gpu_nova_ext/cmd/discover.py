@@ -28,6 +28,7 @@ import os
 import sys
 
 from gpu_nova_ext.inventory import manager
+from gpu_nova_ext import text_table
 
 SAMPLE_HOST = os.path.join(os.path.dirname(os.path.dirname(__file__)),
                            'inventory', 'samples', 'a100-vgpu-host.xml')
@@ -90,14 +91,11 @@ def format_table(inventory) -> str:
                      _fmt(gpu.numa_node),
                      _fmt(gpu.driver_version or gpu.kernel_driver),
                      _fmt(gpu.cuda_cc), gpu.health.state))
-    widths = [max(len(r[i]) for r in [header] + rows)
-              for i in range(len(header))]
-    lines = ['Host %s: %d GPU(s)' % (inventory.host, len(inventory.gpus))]
-    lines.append('  '.join(h.ljust(w) for h, w in zip(header, widths))
-                 .rstrip())
-    for gpu, row in zip(inventory.gpus, rows):
-        lines.append('  '.join(c.ljust(w) for c, w in zip(row, widths))
-                     .rstrip())
+    table = text_table.lines(header, rows)
+    lines = ['Host %s: %d GPU(s)' % (inventory.host, len(inventory.gpus)),
+             table[0]]
+    for gpu, row in zip(inventory.gpus, table[1:]):
+        lines.append(row)
         for t in gpu.merged_vgpu_types():
             fb = ('%d MiB' % t.framebuffer_mib if t.framebuffer_mib
                   else '-')

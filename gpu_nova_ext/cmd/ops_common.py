@@ -10,8 +10,8 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""What ``remediate``, ``drain`` and ``undrain`` share: the cloud options,
-the connections, and turning failed moves into exit code 2."""
+"""What ``gpu-nova-ext remediate`` takes from the cloud, and the failed
+moves of remediate and ``openstack gpu host drain`` as exit code 2."""
 import argparse
 import os
 import sys
@@ -26,11 +26,27 @@ def add_cloud_arg(parser: argparse.ArgumentParser) -> None:
              'cloud, then the OS_* variables).')
 
 
+def connect(cloud: str | None):
+    """An openstacksdk connection from clouds.yaml / OS_* variables."""
+    from keystoneauth1 import exceptions as ks_exc
+    import openstack
+    from openstack import exceptions as os_exc
+    try:
+        conn = openstack.connect(cloud=cloud)
+        conn.authorize()
+    except (os_exc.SDKException, ks_exc.ClientException) as exc:
+        # no credentials at all: keystoneauth's MissingRequiredOptions
+        raise exception.GpuNovaExtException(
+            'Cannot connect to the cloud%s: %s. Set OS_CLOUD (clouds.yaml) '
+            'or the OS_* variables as for the openstack client.'
+            % (' %r' % cloud if cloud else '', exc))
+    return conn
+
+
 def connections(args, conf, conn_factory=None, placement_factory=None):
     """(openstacksdk connection, Placement client) for a command."""
-    from gpu_nova_ext.cmd import flavor as flavor_cmd
     from gpu_nova_ext.placement import client as placement_client
-    conn = (conn_factory or flavor_cmd.connect)(
+    conn = (conn_factory or connect)(
         args.os_cloud or conf.remediation.cloud)
     placement = (placement_factory or placement_client.PlacementClient)(conf)
     return conn, placement

@@ -54,9 +54,9 @@ def register(subparsers) -> None:
 
 def sweep_triggers(conf: cfg.ConfigOpts, placement) -> list[policy.Trigger]:
     """The unhealthy GPUs of the cloud (audit with the live GPU state)."""
-    from gpu_nova_ext.cmd import audit as audit_cmd
     from gpu_nova_ext.operator import audit
-    states = audit_cmd.live_states(conf, conf.remediation.state_wait)
+    from gpu_nova_ext.operator import live_state
+    states = live_state.live_states(conf, conf.remediation.state_wait)
     if not states:
         raise exception.GpuNovaExtException(
             'No GPU state heard from the agents within %gs: health is '

@@ -102,7 +102,7 @@ Related options:
 What the GPU filters do with a host whose GPU state (cast by its
 gpu-nova-agent) is missing or older than ``state_ttl``: for example while
 the agents are being rolled out, or when a host's agent died.  Each such
-host is logged once per ``state_ttl``; ``gpu-nova-ext audit --state-wait``
+host is logged once per ``state_ttl``; ``openstack gpu audit --state-wait``
 lists them.  Requests without GPUs are never affected.
 """),
     cfg.StrOpt(

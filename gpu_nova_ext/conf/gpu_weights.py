@@ -168,8 +168,8 @@ it off; GPU requests are not affected.
         help="""
 Multiplier of GpuReservationWeigher: for a GPU request, how strongly to
 prefer the GPUs and hosts reserved for the request's project
-(``gpu-nova-ext reserve``: a GPU's reservation trait, or a host aggregate
-with ``filter_tenant_id`` metadata naming the project).
+(``openstack gpu reservation create``: a GPU's reservation trait, or a host
+aggregate with ``filter_tenant_id`` metadata naming the project).
 
 Possible values:
 

@@ -10,8 +10,9 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""[remediation] options: what ``gpu-nova-ext remediate`` and ``drain
---migrate`` do with the servers of an unhealthy GPU or a drained host."""
+"""[remediation] options: what ``gpu-nova-ext remediate`` and ``openstack
+gpu host drain --migrate`` do with the servers of an unhealthy GPU or a
+drained host."""
 from oslo_config import cfg
 
 from gpu_nova_ext.conf import utils

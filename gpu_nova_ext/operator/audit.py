@@ -10,7 +10,7 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""``gpu-nova-ext audit``: the cluster's GPUs as Placement (and the
+"""``openstack gpu audit``: the cluster's GPUs as Placement (and the
 schedulers' GPU state, where reachable) see them.
 
 :func:`collect` reads Placement; :func:`build_report` is a pure function
@@ -85,6 +85,8 @@ class GpuView:
     reserved: int = 0
     health: str | None = None   # None: no live state
     reasons: list[str] = dataclasses.field(default_factory=list)
+    # the traits of its providers, together
+    traits: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def free(self) -> int:
@@ -285,7 +287,7 @@ def build_report(providers: list[ProviderView],
         view = GpuView(host=host, address=address, model=model,
                        mode=_mode_of(views), vendor=vendor, driver=driver,
                        trait_driver=_trait_value(traits, _DRIVER_TRAIT),
-                       providers=[v.uuid for v in views])
+                       providers=[v.uuid for v in views], traits=traits)
         for v in views:
             for rc in _gpu_classes(v):
                 view.total += v.inventories[rc]['total']
@@ -350,65 +352,3 @@ def build_report(providers: list[ProviderView],
 
 def _branch_key(branch: str):
     return (0, int(branch)) if branch.isdigit() else (1, branch)
-
-
-# -- rendering ---------------------------------------------------------------
-
-def _table(headers: list[str], rows: list[list[Any]]) -> list[str]:
-    cells = [[str(c) for c in r] for r in rows]
-    widths = [max([len(h)] + [len(r[i]) for r in cells])
-              for i, h in enumerate(headers)]
-    fmt = '  '.join('%%-%ds' % w for w in widths)
-    out = [fmt % tuple(headers), fmt % tuple('-' * w for w in widths)]
-    out += [(fmt % tuple(r)).rstrip() for r in cells]
-    return out
-
-
-def render_table(report: AuditReport) -> str:
-    lines = ['GPUs by host, model and mode']
-    if report.groups:
-        lines += _table(
-            ['HOST', 'MODEL', 'MODE', 'GPUS', 'TOTAL', 'USED', 'FREE',
-             'RESERVED', 'UNHEALTHY'],
-            [[g['host'], g['model'], g['mode'], g['gpus'], g['total'],
-              g['used'], g['free'], g['reserved'], g['unhealthy']]
-             for g in report.groups])
-    else:
-        lines.append('(no GPU provider in Placement)')
-    lines += ['', 'Driver branches']
-    if report.driver_branches:
-        for branch in sorted(report.driver_branches, key=_branch_key):
-            hosts = report.driver_branches[branch]
-            lines.append('  %s: %d host(s)%s' % (
-                branch, len(hosts),
-                ' (reference)' if branch == report.reference_branch
-                else ': ' + ', '.join(hosts)))
-        if report.driver_outliers:
-            for o in report.driver_outliers:
-                lines.append('  OUTLIER %s runs %s, the others %s' % (
-                    o['host'], ', '.join(o['branches']), o['expected']))
-        else:
-            lines.append('  consistent: every host runs %s'
-                         % report.reference_branch)
-    else:
-        lines.append('  (unknown)')
-    for title, gpus in (('Unhealthy GPUs', report.unhealthy),
-                        ('Reserved GPUs', report.reserved)):
-        lines += ['', title]
-        if gpus:
-            lines += _table(
-                ['HOST', 'GPU', 'MODEL', 'MODE', 'HEALTH', 'REASONS'],
-                [[g.host, g.address or '-', g.model, g.mode,
-                  g.health or '-', '; '.join(g.reasons) or '-']
-                 for g in gpus])
-        else:
-            lines.append('  none')
-    if report.hosts_without_state:
-        lines += ['', 'Hosts without live GPU state (check gpu-nova-agent '
-                      'there; [gpu_scheduler] missing_state_policy decides '
-                      'for them)']
-        lines += ['  %s' % host for host in report.hosts_without_state]
-    for note in report.notes:
-        lines.append('')
-        lines.append('Note: %s' % note)
-    return '\n'.join(lines) + '\n'

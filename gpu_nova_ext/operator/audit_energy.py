@@ -10,7 +10,7 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""``gpu-nova-ext audit --energy-window``: GPU energy per server, project.
+"""``openstack gpu audit --energy-window``: GPU energy per server, project.
 
 The agents export each server's GPU energy since they started
 (``gpu_nova_ext_server_energy_joules``, see
@@ -124,20 +124,3 @@ def build(window_s: float, before: dict, after: dict, projects: dict,
                                                            0.0) + used
     report.servers.sort(key=lambda row: (-row[3], row[0]))
     return report
-
-
-def render_table(report: EnergyReport) -> str:
-    lines = ['GPU energy over %gs' % report.window_s, '']
-    rows = [['SERVER', 'PROJECT', 'HOST', 'JOULES', 'KWH']] + [
-        [s, p, h, '%.1f' % j, '%.6f' % (j / JOULES_PER_KWH)]
-        for s, p, h, j in report.servers]
-    lines += audit._table(rows[0], rows[1:]) if report.servers else [
-        '(no server used a GPU during the window)']
-    lines.append('')
-    rows = [[p, '%.1f' % j, '%.6f' % (j / JOULES_PER_KWH)]
-            for p, j in sorted(report.projects.items())]
-    if rows:
-        lines += audit._table(['PROJECT', 'JOULES', 'KWH'], rows)
-    for warning in report.warnings:
-        lines.append('warning: %s' % warning)
-    return '\n'.join(lines) + '\n'

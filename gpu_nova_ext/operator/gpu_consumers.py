@@ -100,15 +100,24 @@ def consumers(client, host: str, gpu: str | None = None
     out = []
     for provider, address in sorted(gpu_providers(client, host, gpu).items(),
                                     key=lambda kv: kv[1]):
-        allocs = client.get(
-            '/resource_providers/%s/allocations' % provider,
-            version=VERSION).get('allocations', {})
-        for consumer, alloc in sorted(allocs.items()):
-            resources = {rc: n for rc, n in alloc['resources'].items()
-                         if is_gpu_class(rc)}
-            if resources:
-                out.append(GpuConsumer(
-                    consumer=consumer, host=host, gpu=address,
-                    provider=provider,
-                    resources=tuple(sorted(resources.items()))))
+        for consumer, resources in provider_consumers(client, provider):
+            out.append(GpuConsumer(
+                consumer=consumer, host=host, gpu=address,
+                provider=provider, resources=resources))
+    return out
+
+
+def provider_consumers(client, provider: str) -> list[tuple[str, tuple]]:
+    """The consumers of one provider's GPU resources.
+
+    :returns: ``[(consumer, ((class, amount), ...)), ...]`` by consumer.
+    """
+    allocs = client.get('/resource_providers/%s/allocations' % provider,
+                        version=VERSION).get('allocations', {})
+    out = []
+    for consumer, alloc in sorted(allocs.items()):
+        resources = {rc: n for rc, n in alloc['resources'].items()
+                     if is_gpu_class(rc)}
+        if resources:
+            out.append((consumer, tuple(sorted(resources.items()))))
     return out

@@ -15,7 +15,7 @@ need, each error turned into one typed exception that names the fix.
 
 ``conn`` is an :class:`openstack.connection.Connection` (clouds.yaml, the
 ``OS_*`` variables, or any keystoneauth session: see
-:func:`gpu_nova_ext.cmd.flavor.connect`).
+:func:`gpu_nova_ext.cmd.ops_common.connect`).
 """
 import inspect
 import time
@@ -65,6 +65,23 @@ def compute_service(conn, host: str):
         raise exception.UnknownHost(host=host, where='Nova\'s compute '
                                                      'services')
     return found[0]
+
+
+def aggregate_hosts(conn, name: str) -> set[str]:
+    """The hosts of Nova host aggregate ``name`` (or id).
+
+    :raises InvalidArgument: no such aggregate.
+    """
+    known = []
+    for agg in call(conn, 'aggregates'):
+        if agg.name == name or str(agg.id) == name:
+            return set(agg.hosts or ())
+        known.append(agg.name)
+    raise exception.InvalidArgument(
+        argument='--aggregate', value=name,
+        reason='no such host aggregate in Nova (known: %s); give one of '
+               'openstack aggregate list' % (', '.join(sorted(known))
+                                             or 'none'))
 
 
 def service_up(service) -> bool:

@@ -11,7 +11,7 @@
 # under the License.
 
 """GPU quota per model: which resource classes a model means, and the rows
-``gpu-nova-ext quota show`` prints.  Pure functions, no I/O.
+``openstack gpu quota show`` prints.  Pure functions, no I/O.
 
 Nova's unified limits count any resource class as ``class:<RC>`` against
 Keystone's limits (registered limits: the cloud-wide default; project
@@ -160,20 +160,6 @@ def limit_text(limit: int | None) -> str:
     if limit is None:
         return '-'
     return 'unlimited' if limit == UNLIMITED else str(limit)
-
-
-def render(rows: list[QuotaRow]) -> list[str]:
-    """The table of ``quota show``, one line per project and class."""
-    header = ('PROJECT', 'MODEL', 'KIND', 'RESOURCE', 'LIMIT', 'FROM',
-              'USED', 'OVER')
-    table = [header] + [
-        (r.project, r.gpu.model, r.gpu.kind, r.gpu.resource_name,
-         limit_text(r.limit), r.source, str(r.usage),
-         str(r.over) if r.over else '')
-        for r in rows]
-    widths = [max(len(line[i]) for line in table) for i in range(len(header))]
-    return ['  '.join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip()
-            for line in table]
 
 
 def overage_line(r: QuotaRow) -> str:

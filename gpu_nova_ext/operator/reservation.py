@@ -60,7 +60,7 @@ KIND_PCI = 'pci'
 
 @dataclasses.dataclass
 class Reservation:
-    """One reserved GPU or host, as ``reserve --list`` shows it."""
+    """One reserved GPU or host, as ``gpu reservation list`` shows it."""
 
     project: str
     host: str
@@ -110,6 +110,11 @@ def check_project(conn, project: str) -> str | None:
         raise exception.ReservationError(
             what='Project %s' % project, reason='Keystone has no such '
             'project', fix='Give a project id from openstack project list.')
+    except AttributeError:
+        # no identity endpoint: openstacksdk's proxy for it has no API
+        return ('project %s not checked in Keystone (the cloud has no '
+                'identity endpoint); only its id format was checked'
+                % project)
     except (os_exc.SDKException, ks_exc.ClientException) as exc:
         return ('project %s not checked in Keystone (%s); only its id '
                 'format was checked' % (project, str(exc).splitlines()[0]
@@ -192,7 +197,7 @@ def gpu_providers(placement, host: str, address: str) -> list[GpuProvider]:
             what='GPU %s on %s' % (address, host),
             reason='Placement has no GPU provider for it (GPU providers '
                    'there: %s)' % (', '.join(sorted(found)) or 'none'),
-            fix='Give an address gpu-nova-ext audit lists for that host; '
+            fix='Give an address openstack gpu list shows for that host; '
                 'for vGPUs on SR-IOV VFs give each VF\'s address.')
     pci = [p for p in providers if p.kind == KIND_PCI]
     if pci:
@@ -355,17 +360,3 @@ def trait_reservations(placement, project: str | None = None
             entry.providers.append(p['uuid'])
     return sorted(out.values(), key=lambda r: (r.project, r.host,
                                                r.gpu or ''))
-
-
-# -- output -------------------------------------------------------------------
-
-def render(reservations: list[Reservation]) -> str:
-    if not reservations:
-        return 'No GPU or host reservations.\n'
-    rows = [('PROJECT', 'HOST', 'GPU', 'MODEL', 'MECHANISM')]
-    for r in reservations:
-        rows.append((r.project, r.host, r.gpu or '(whole host)',
-                     r.model or '-', r.mechanism))
-    widths = [max(len(row[i]) for row in rows) for i in range(5)]
-    return ''.join('  '.join(c.ljust(w) for c, w in zip(row, widths))
-                   .rstrip() + '\n' for row in rows)

@@ -12,7 +12,7 @@
 
 """The resource classes GPUs are offered in: one per model (per type for
 vendor VFIO vGPU), so flavors ask for a model in Placement and unified
-limits count each model (``gpu-nova-ext quota``).  Pure, no I/O.
+limits count each model (``openstack gpu quota``).  Pure, no I/O.
 """
 from gpu_nova_ext import naming
 

@@ -128,24 +128,6 @@ def _model_matches(have: str, want: str) -> bool:
     return have == want or have.startswith(want + '_')
 
 
-def render(p: RolloutPlan) -> str:
-    lines = ['Capacity (Placement inventory): %s' % (', '.join(
-        '%s %d (at most %d down at once)' % (m, p.totals[m], p.allowed[m])
-        for m in sorted(p.totals)) or 'none')]
-    for i, b in enumerate(p.batches, 1):
-        lines.append('batch %d: %s  (down: %s)%s' % (
-            i, ', '.join(b.hosts),
-            ', '.join('%s %d/%d' % (m, n, p.totals[m])
-                      for m, n in sorted(b.down.items())),
-            '  OVER LIMIT: %s' % ', '.join(b.over_limit)
-            if b.over_limit else ''))
-    if p.done:
-        lines.append('already on the target branch: %s' % ', '.join(p.done))
-    for note in p.notes:
-        lines.append('Note: %s' % note)
-    return '\n'.join(lines) + '\n'
-
-
 @dataclasses.dataclass
 class UndrainCheck:
     """Whether a drained host may take servers again, and what to do."""

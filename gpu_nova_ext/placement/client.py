@@ -159,11 +159,15 @@ class PlacementClient:
 
     :param abort: an Event that, once set, cuts retry waits short (the
         agent sets it at SIGTERM so it exits at once).
+    :param adapter: a keystoneauth adapter for Placement already made (the
+        ``openstack gpu`` commands: from clouds.yaml through osc-lib's
+        session); default: built from the ``[placement]`` options.
     """
 
-    def __init__(self, conf, abort: threading.Event | None = None):
+    def __init__(self, conf, abort: threading.Event | None = None,
+                 adapter=None):
         self.conf = conf
-        self._adapter = _load_adapter(conf)
+        self._adapter = adapter or _load_adapter(conf)
         self.abort = abort or threading.Event()
         self.writes = 0
         self.last_request_id: str | None = None

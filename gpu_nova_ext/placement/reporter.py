@@ -25,8 +25,8 @@ One :meth:`Reporter.report` call is the Placement part of an agent cycle:
 4. record on each :class:`~gpu_nova_ext.inventory.base.Gpu` the UUIDs of
    the providers it backs, the project its providers are reserved for
    (``Gpu.reserved_for``, from the ``CUSTOM_GPU_RESERVED_<project>`` trait
-   ``gpu-nova-ext reserve`` writes: read with the traits, no extra
-   request) and, for a ``passthrough`` GPU, whether they hold
+   ``openstack gpu reservation create`` writes: read with the traits, no
+   extra request) and, for a ``passthrough`` GPU, whether they hold
    allocations (``Gpu.assigned``, one ``GET .../usages`` per provider).
 
 A cycle where nothing changed makes no write request.  Its reads: the
@@ -273,10 +273,10 @@ class Reporter(writes.ProviderWrites):
             if len(projects) > 1:
                 warning = ('GPU %s: its providers are reserved for several '
                            'projects (%s); %s is sent to the schedulers. '
-                           'Run gpu-nova-ext reserve --list and unreserve '
-                           'all but one.' % (gpu.pci_address,
-                                             ', '.join(sorted(projects)),
-                                             gpu.reserved_for))
+                           'Run openstack gpu reservation list and '
+                           'delete all but one.' % (
+                               gpu.pci_address, ', '.join(sorted(projects)),
+                               gpu.reserved_for))
                 LOG.warning('%s', warning)
                 result.warnings.append(warning)
 

@@ -77,7 +77,7 @@ class Checker:
         return value
 
     def project(self, value: Any, entry: str) -> str:
-        """A project id, by the rule of ``gpu-nova-ext reserve``."""
+        """A project id, as ``openstack gpu reservation create`` takes it."""
         value = self.string(value, entry)
         try:
             reservation.check_project_format(value)

@@ -24,6 +24,7 @@ from gpu_nova_ext.simulate import misplaced
 from gpu_nova_ext.simulate import quotas
 from gpu_nova_ext.simulate import reservations
 from gpu_nova_ext.simulate import result as runner
+from gpu_nova_ext import text_table
 
 # Weight differences smaller than this are left out of the table (the
 # JSON has every weigher's score).
@@ -75,19 +76,6 @@ def to_csv(results: list[runner.Result]) -> str:
                 str(m.step), m.host, ' '.join(m.gpus), m.action,
                 m.outcome])
     return out.getvalue()
-
-
-def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
-    widths = [len(h) for h in headers]
-    for row in rows:
-        for i, cell in enumerate(row):
-            widths[i] = max(widths[i], len(cell))
-
-    def line(cells):
-        return '  '.join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()
-
-    return ([line(headers), line(['-' * w for w in widths])] +
-            [line(row) for row in rows])
 
 
 def _why(server: runner.ServerResult) -> str:
@@ -212,7 +200,7 @@ def _summary(result: runner.Result) -> list[str]:
         for model, u in s['usage_by_model'].items()]
     if result.stop_reason:
         rows.append(['stopped', result.stop_reason])
-    return _table(['SUMMARY', ''], rows)
+    return text_table.lines(['SUMMARY', ''], rows)
 
 
 def compare_table(results: list[runner.Result]) -> list[str]:
@@ -248,8 +236,8 @@ def compare_table(results: list[runner.Result]) -> list[str]:
         rows.append(['usage %s' % model, [
             '%.1f%%' % r.summary['usage_by_model'].get(model, {}).get(
                 'allocation_pct', 0.0) for r in results]])
-    return _table(['POLICY'] + [r.policy for r in results],
-                  [[name] + cells for name, cells in rows])
+    return text_table.lines(['POLICY'] + [r.policy for r in results],
+                            [[name] + cells for name, cells in rows])
 
 
 def plot(results: list[runner.Result], path: str) -> None:
@@ -311,9 +299,9 @@ def _servers(result: runner.Result) -> list[str]:
                           if server.misplaced else '') + _why(server)])
     for step in sorted(events):
         rows += [_event_row(e) for e in events[step]]
-    out += _table(['SERVER', 'FLAVOR', 'HOST', 'GPU',
-                   'WHY THIS HOST (weight differences to the next best)'],
-                  rows)
+    out += text_table.lines(
+        ['SERVER', 'FLAVOR', 'HOST', 'GPU',
+         'WHY THIS HOST (weight differences to the next best)'], rows)
     return out
 
 
@@ -328,16 +316,17 @@ def _moves(result: runner.Result) -> list[str]:
              m.action if m.outcome == 'moved' else
              '%s: %s' % (m.outcome.upper(), m.why())]
             for m in result.moves]
-    return [''] + _table(['MOVED SERVER', 'FROM HOST', 'FROM GPU',
-                          'TO HOST', 'TO GPU', 'HOW, OR WHY NOT'], rows)
+    return [''] + text_table.lines(
+        ['MOVED SERVER', 'FROM HOST', 'FROM GPU', 'TO HOST', 'TO GPU',
+         'HOW, OR WHY NOT'], rows)
 
 
 def _occupancy(result: runner.Result) -> list[str]:
     occ_rows = [[o.host, o.gpu, o.model or '-', o.mode or '-',
                  '%d/%d' % (o.used, o.total), o.health or '-']
                 for o in result.occupancy]
-    return _table(['HOST', 'GPU', 'MODEL', 'MODE', 'USED', 'HEALTH'],
-                  occ_rows)
+    return text_table.lines(['HOST', 'GPU', 'MODEL', 'MODE', 'USED', 'HEALTH'],
+                            occ_rows)
 
 
 def _event_row(event: runner.EventResult) -> list[str]:

@@ -12,7 +12,7 @@
 
 """The scenario key ``quotas:``: GPU quota per model, enforced by Nova.
 
-Design doc: Simulator.  What ``gpu-nova-ext quota set`` does, before the
+Design doc: Simulator.  What ``openstack gpu quota set`` does, before the
 first boot, so an operator sees the effect of a limit before setting it::
 
     quotas:

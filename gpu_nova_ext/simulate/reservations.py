@@ -12,8 +12,9 @@
 
 """The scenario key ``reservations:``: GPUs and hosts kept for a project.
 
-Design doc: Reservations.  What ``gpu-nova-ext reserve`` does, before the
-first boot, so an operator sees its effect before applying it::
+Design doc: Reservations.  What ``openstack gpu reservation create`` does,
+before the first boot, so an operator sees its effect before applying
+it::
 
     reservations:
       - {project: team-a, host: cmp-1, gpu: "0000:3b:00.0"}   # one GPU

@@ -87,7 +87,8 @@ class GpuFacts:
     unit_per_instance: float          # GPU equivalents one instance takes
     # free only when not assigned: a whole GPU without vGPU capacity data
     whole: bool
-    reserved_for: str | None          # project id (gpu-nova-ext reserve)
+    # project id (openstack gpu reservation create)
+    reserved_for: str | None
     source: dict                      # the validated facts object
 
     def fact(self, family: str) -> Any:

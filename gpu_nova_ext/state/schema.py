@@ -148,7 +148,8 @@ GPU_FACTS = {
         'mig': {'type': ['object', 'null'],
                 'properties': {'capable': _BOOL, 'enabled': _BOOL},
                 'additionalProperties': _EXTRA},
-        # the project the GPU is reserved for (gpu-nova-ext reserve);
+        # the project the GPU is reserved for
+        # (openstack gpu reservation create);
         # absent or null: not reserved
         'reserved_for': {'type': ['string', 'null'], 'minLength': 1,
                          'maxLength': MAX_PROJECT_ID,

@@ -98,9 +98,10 @@ class GpuCandidateOrderFilter(filtering.GpuFilter):
     whose use fragments the host least for the expected request mix, as
     GpuFragmentationWeigher counts it); healthy GPUs before degraded
     ones, those before unhealthy ones; the GPUs reserved for the
-    request's project (``gpu-nova-ext reserve``) before all others.  The
-    candidates of the first GPU or two in that order are looked for; when
-    none has a candidate, every candidate is ranked and the list sorted.
+    request's project (``openstack gpu reservation create``) before all
+    others.  The candidates of the first GPU or two in that order are
+    looked for; when none has a candidate, every candidate is ranked and
+    the list sorted.
     """
 
     RUN_ON_REBUILD = False

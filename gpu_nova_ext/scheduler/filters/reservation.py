@@ -22,9 +22,9 @@ _NO_PROJECT = ''
 class GpuReservationFilter(filtering.GpuFilter):
     """Keep the GPUs reserved for another project out of a request.
 
-    ``gpu-nova-ext reserve --project P --host H --gpu ADDR`` puts the
-    trait ``CUSTOM_GPU_RESERVED_<P>`` on the GPU's providers; the agent
-    reads it with the traits it reconciles each cycle and sends the
+    ``openstack gpu reservation create --project P --host H --gpu ADDR``
+    puts the trait ``CUSTOM_GPU_RESERVED_<P>`` on the GPU's providers; the
+    agent reads it with the traits it reconciles each cycle and sends the
     project in the GPU's facts (``reserved_for``).  For every GPU request
     this filter drops the allocation candidates that draw from a GPU
     reserved for a project other than the request's

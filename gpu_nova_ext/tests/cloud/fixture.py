@@ -99,11 +99,6 @@ class CloudClient:
             return None
         return json.loads(proc.stdout) if proc.stdout.strip() else None
 
-    def gpu_nova_ext(self, *args, cloud_name: str = 'admin',
-                     check: bool = True) -> subprocess.CompletedProcess:
-        return self.run([os.path.join(BIN, 'gpu-nova-ext')] + list(args),
-                        cloud_name, check)
-
     # --- servers ---------------------------------------------------------
 
     def boot(self, name: str, flavor: str, cloud_name: str = 'admin',
@@ -206,14 +201,14 @@ class CloudClient:
 
     def make_flavors(self) -> None:
         small = ['--vcpus', '1', '--ram', '512', '--disk', '1']
-        self.gpu_nova_ext('flavor', 'create', VGPU_FLAVOR, '--model',
-                          A100, *small)
-        self.gpu_nova_ext('flavor', 'create', PCI_FLAVOR, '--mode',
-                          'passthrough', '--model', 'L4', *small)
+        self.openstack('gpu', 'flavor', 'create', VGPU_FLAVOR, '--model',
+                       A100, *small)
+        self.openstack('gpu', 'flavor', 'create', PCI_FLAVOR, '--mode',
+                       'passthrough', '--model', 'L4', *small)
         # an A100 vGPU flavor that asks for another model: Placement offers
         # the A100 host, GpuModelFilter refuses it
-        self.gpu_nova_ext('flavor', 'create', IMPOSSIBLE_FLAVOR, '--model',
-                          A100, *small)
+        self.openstack('gpu', 'flavor', 'create', IMPOSSIBLE_FLAVOR,
+                       '--model', A100, *small)
         self.openstack('flavor', 'set', '--property', 'gpu:model=L4',
                        IMPOSSIBLE_FLAVOR)
 

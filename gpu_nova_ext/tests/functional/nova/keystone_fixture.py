@@ -22,7 +22,7 @@ test ends, so tests do not see each other's limits.
 
 Both sides talk to the same Keystone over HTTP: Nova's oslo.limit (and
 ``nova.limit.utils``) with a system-scoped password login, our CLI through
-openstacksdk (:meth:`UnifiedLimits.connection`).
+python-openstackclient (:meth:`UnifiedLimits.auth` in clouds.yaml).
 """
 import atexit
 import os
@@ -170,18 +170,24 @@ class UnifiedLimits(fixtures.Fixture):
         return openstack.connection.Connection(
             session=admin_session(self.url), region_name=None)
 
-    def member_connection(self, project) -> openstack.connection.Connection:
-        """openstacksdk for a new user with the member role on ``project``."""
+    def auth(self) -> dict:
+        """clouds.yaml's ``auth`` of the system admin (limits need it)."""
+        return {'auth_url': self.url, 'username': 'admin',
+                'user_domain_id': 'default',
+                'password': keystone_server.PASSWORD,
+                'system_scope': 'all'}
+
+    def member_auth(self, project) -> dict:
+        """clouds.yaml's ``auth`` of a new member of ``project``."""
         ident = self.conn.identity
         password = uuid.uuid4().hex
         user = ident.create_user(name='u-%s' % uuid.uuid4().hex[:8],
                                  domain_id='default', password=password)
         role = ident.find_role('member')
         ident.assign_project_role_to_user(project, user, role)
-        return openstack.connection.Connection(session=ks_session.Session(
-            auth=v3.Password(auth_url=self.url, username=user.name,
-                             user_domain_id='default', password=password,
-                             project_id=project.id)))
+        return {'auth_url': self.url, 'username': user.name,
+                'user_domain_id': 'default', 'password': password,
+                'project_id': project.id}
 
     def project(self, name: str | None = None):
         """A new Keystone project (its id is what Nova sees)."""

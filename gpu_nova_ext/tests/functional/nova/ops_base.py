@@ -28,9 +28,11 @@ from gpu_nova_ext.cmd import cli
 from gpu_nova_ext import conf as gconf
 from gpu_nova_ext.operator import remediate
 from gpu_nova_ext.placement import client as placement_client
+from gpu_nova_ext.state import cache as state_cache
 from gpu_nova_ext.tests import deadline
 from gpu_nova_ext.tests.functional.nova import base
 from gpu_nova_ext.tests.functional.operator import sdk
+from gpu_nova_ext.tests.functional import osc_client
 
 
 class OpsMixin:
@@ -40,19 +42,47 @@ class OpsMixin:
         """The CLI's configuration, loaded from a file as the CLI does."""
         path = os.path.join(self.useFixture(fixtures.TempDir()).path,
                             'gpu-nova-ext.conf')
-        with open(path, 'w') as f:
-            f.write(OPS_CONF % {'placement': self.placement.fixture.endpoint})
-        conf = cfg.ConfigOpts()
-        gconf.register_opts(conf)
-        conf(['--config-file', path], project='gpu-nova-ext',
-             default_config_files=[])
         settings = dict(enabled=True, poll_interval=0.05, retry_backoff=0,
                         max_retries=0,
                         action_timeout=int(deadline.WAIT_S))
         settings.update(remediation)
+        with open(path, 'w') as f:
+            f.write(OPS_CONF % {'placement': self.placement.fixture.endpoint})
+            # in the file too: openstack gpu host drain reads it
+            f.write('[remediation]\n' + ''.join(
+                '%s = %s\n' % kv for kv in settings.items()))
+        conf = cfg.ConfigOpts()
+        gconf.register_opts(conf)
+        conf(['--config-file', path], project='gpu-nova-ext',
+             default_config_files=[])
         for name, value in settings.items():
             conf.set_override(name, value, group='remediation')
         return conf
+
+    def use_openstack_gpu(self, conf: cfg.ConfigOpts) -> None:
+        """``openstack gpu`` against the harness (:meth:`gpu`).
+
+        clouds.yaml of the harness; ``conf``'s file for the commands that
+        take ``--config-file``; the agents' state as the harness's
+        nova-scheduler holds it (:func:`harness_live_states`).
+        """
+        self.gpu_conf_file = conf.config_file[0]
+        self.useFixture(osc_client.Cloud.of_harness(self))
+        self.useFixture(fixtures.MonkeyPatch(
+            'gpu_nova_ext.operator.live_state.live_states',
+            harness_live_states))
+
+    def gpu(self, *argv, config: bool = False):
+        """``openstack gpu ARGV``: (0, stdout); the test fails else."""
+        extra = ('--config-file', self.gpu_conf_file) if config else ()
+        rc, out, err = osc_client.openstack('gpu', *argv, *extra)
+        self.assertEqual(0, rc, err)
+        return rc, out
+
+    def gpu_refused(self, *argv, config: bool = False) -> str:
+        """``openstack gpu ARGV`` that must be refused: its error line."""
+        extra = ('--config-file', self.gpu_conf_file) if config else ()
+        return osc_client.refused(self, 'gpu', *argv, *extra)
 
     def agent_conf(self, host):
         """The agent's configuration, retrying Placement as by default.
@@ -118,6 +148,16 @@ class OpsMixin:
             params['destination_xml'],
             'fake-createXML-doesnt-care-about-flags')
         domain.complete_job()
+
+
+def harness_live_states(conf, wait):
+    """The agents' state as the harness's nova-scheduler holds it.
+
+    Cast by the real agent over the harness's transport into the real
+    cache (a command's own listener would stop the scheduler's).
+    """
+    cache = state_cache.get_cache()
+    return {host: cache.get(host) for host in cache.hosts()}
 
 
 class LiveMigrationVGPUTestBase(OpsMixin, base.GpuVGPUTestBase):

@@ -10,7 +10,8 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""drain, undrain and rollout plan in Nova's harness: the runbook of
+"""``openstack gpu host drain|undrain`` and ``gpu rollout plan`` in Nova's
+harness (python-openstackclient): the runbook of
 doc/source/operations.rst (a driver roll-out) on a three-host vGPU cloud
 (two A100 pGPUs per host, driver 550 reported by the agent), on a
 passthrough host and on a vendor-VFIO vGPU host (both PCI in Placement,
@@ -18,30 +19,20 @@ the driver trait a [pci] device_spec tag of the generated drop-in)."""
 import json
 import time
 
+import fixtures
 from nova.tests.fixtures import libvirt as fakelibvirt
 from nova.tests.functional.libvirt import base as libvirt_base
 
-from gpu_nova_ext import exception
 from gpu_nova_ext.fakes import sysfs
 from gpu_nova_ext.inventory import manager
 from gpu_nova_ext.operator import nova_conf as nova_conf_gen
-from gpu_nova_ext.state import cache as state_cache
 from gpu_nova_ext.tests.functional.nova import base
 from gpu_nova_ext.tests.functional.nova import ops_base
 from gpu_nova_ext.tests.functional.nova import test_pci
+from gpu_nova_ext.tests.functional import osc_client
 
 VGPU = {'resources:VGPU': '1'}
 HOSTS = ('h1', 'h2', 'h3')
-
-
-def live_states(conf, wait):
-    """The agents' state as the harness's nova-scheduler holds it.
-
-    Cast by the real agent over the harness's transport into the real
-    cache (undrain's own listener would stop the scheduler's).
-    """
-    cache = state_cache.get_cache()
-    return {host: cache.get(host) for host in cache.hosts()}
 
 
 class DrainTest(ops_base.LiveMigrationVGPUTestBase):
@@ -51,11 +42,14 @@ class DrainTest(ops_base.LiveMigrationVGPUTestBase):
         for host in HOSTS:
             self.start_gpu_host(host, {base.PGPU0: base.gpu(base.A100),
                                        base.PGPU1: base.gpu(base.A100)})
-        self.conf = self.ops_conf()
+        self.use_openstack_gpu(self.ops_conf())
 
     def cli(self, *argv):
-        kw = {'states_factory': live_states} if argv[0] == 'undrain' else {}
-        return super().cli(self.conf, *argv, **kw)
+        """``openstack gpu host drain|undrain ...``: (0, stdout)."""
+        return self.gpu('host', *argv, config=True)
+
+    def refused(self, *argv) -> str:
+        return self.gpu_refused('host', *argv, config=True)
 
     def service(self, host):
         [svc] = self.admin_api.get_services(binary='nova-compute', host=host)
@@ -83,8 +77,7 @@ class DrainTest(ops_base.LiveMigrationVGPUTestBase):
 
         # still 550 (the agent's state): refused, the service stays
         # disabled, and the command says what to do
-        exc = self.assertRaises(exception.UndrainRefused, self.cli,
-                                'undrain', 'h1', '--expect-driver', '570')
+        exc = self.refused('undrain', 'h1', '--expect-driver', '570')
         self.assertIn('expected driver branch 570, but GPU %s runs '
                       '550.54.15' % base.PGPU0, str(exc))
         self.assertIn('Still to do: 1. install driver branch 570 on h1',
@@ -147,51 +140,49 @@ class DrainTest(ops_base.LiveMigrationVGPUTestBase):
         self.assertEqual('h2', self.server_host(server['id']))
 
     def test_unknown_host(self):
-        exc = self.assertRaises(exception.UnknownHost, self.cli,
-                                'drain', 'h9')
+        exc = self.refused('drain', 'h9')
         self.assertIn("No host 'h9' in Nova's compute services", str(exc))
+
+    def plan(self, *argv):
+        return osc_client.openstack_json(self, 'gpu', 'rollout', 'plan',
+                                         *argv)
 
     def test_rollout_plan_keeps_capacity(self):
         # 3 hosts x 2 pGPUs x 16 vGPUs: at 34% 32 vGPUs may be out, one
         # host per batch
-        rc, out = self.cli('rollout', 'plan', '--max-unavailable', '34%')
-        self.assertEqual(0, rc)
-        self.assertIn('A100_80GB_PCIE vgpu 96 (at most 32 down at once)',
-                      out)
-        for n, host in enumerate(HOSTS, 1):
-            self.assertIn('batch %d: %s  (down: A100_80GB_PCIE vgpu 32/96)'
-                          % (n, host), out)
+        pool = 'A100_80GB_PCIE vgpu'
+        plan = self.plan('--max-unavailable', '34%')
+        self.assertEqual(({pool: 96}, {pool: 32}),
+                         (plan['totals'], plan['allowed']))
+        self.assertEqual([([h], {pool: 32}) for h in HOSTS],
+                         [(b['hosts'], b['down']) for b in plan['batches']])
         # at 67% 64 may be out: two hosts, then the third
-        rc, out = self.cli('rollout', 'plan', '--max-unavailable', '67',
-                           '--model', 'A100')
-        self.assertIn('batch 1: h1, h2  (down: A100_80GB_PCIE vgpu 64/96)',
-                      out)
-        self.assertIn('batch 2: h3  (down: A100_80GB_PCIE vgpu 32/96)', out)
+        plan = self.plan('--max-unavailable', '67', '--model', 'A100')
+        self.assertEqual([(['h1', 'h2'], {pool: 64}), (['h3'], {pool: 32})],
+                         [(b['hosts'], b['down']) for b in plan['batches']])
         # a host on the target driver already is left out
         self.upgrade_driver('h3', '570.86.10')
-        rc, out = self.cli('rollout', 'plan', '--max-unavailable', '34%',
-                           '--target-driver', '570')
-        self.assertIn('already on the target branch: h3', out)
-        self.assertNotIn('batch 3', out)
+        plan = self.plan('--max-unavailable', '34%', '--target-driver',
+                         '570')
+        self.assertEqual(['h3'], plan['done'])
+        self.assertEqual([['h1'], ['h2']],
+                         [b['hosts'] for b in plan['batches']])
         # the hosts of an aggregate: capacity counted among them only
         agg = self.admin_api.post_aggregate(
             {'aggregate': {'name': 'gpu-a'}})
         for host in ('h1', 'h2'):
             self.admin_api.add_host_to_aggregate(agg['id'], host)
-        rc, out = self.cli('rollout', 'plan', '--max-unavailable', '50%',
-                           '--aggregate', 'gpu-a')
-        self.assertIn('A100_80GB_PCIE vgpu 64 (at most 32 down at once)',
-                      out)
-        self.assertIn('batch 2: h2', out)
-        self.assertNotIn('h3', out)
-        exc = self.assertRaises(exception.GpuNovaExtException, self.cli,
-                                'rollout', 'plan', '--max-unavailable',
-                                '50%', '--aggregate', 'nosuch')
-        self.assertIn("No host aggregate 'nosuch'", str(exc))
-        exc = self.assertRaises(exception.GpuNovaExtException, self.cli,
-                                'rollout', 'plan', '--max-unavailable',
-                                '0%')
-        self.assertIn("Invalid --max-unavailable '0%'", str(exc))
+        plan = self.plan('--max-unavailable', '50%', '--aggregate', 'gpu-a')
+        self.assertEqual(({pool: 64}, {pool: 32}),
+                         (plan['totals'], plan['allowed']))
+        self.assertEqual([['h1'], ['h2']],
+                         [b['hosts'] for b in plan['batches']])
+        err = self.gpu_refused('rollout', 'plan', '--max-unavailable',
+                               '50%', '--aggregate', 'nosuch')
+        self.assertIn('Invalid --aggregate nosuch', err)
+        self.assertIn('known: gpu-a', err)
+        err = self.gpu_refused('rollout', 'plan', '--max-unavailable', '0%')
+        self.assertIn('Invalid --max-unavailable 0%', err)
 
 
 class DrainPassthroughTest(ops_base.OpsMixin, base.GpuSchedulerMixin,
@@ -212,11 +203,14 @@ class DrainPassthroughTest(ops_base.OpsMixin, base.GpuSchedulerMixin,
         super().setUp()
         a100 = ('20b5', 'GA100 [A100 PCIe 80GB]', base.gpu(base.A100))
         self.start_pci_in_placement_host(test_pci.HOST, (a100, a100))
-        self.conf = self.ops_conf()
+        self.use_openstack_gpu(self.ops_conf())
 
     def cli(self, *argv):
-        kw = {'states_factory': live_states} if argv[0] == 'undrain' else {}
-        return super().cli(self.conf, *argv, **kw)
+        """``openstack gpu host drain|undrain ...``: (0, stdout)."""
+        return self.gpu('host', *argv, config=True)
+
+    def refused(self, *argv) -> str:
+        return self.gpu_refused('host', *argv, config=True)
 
     def test_runbook_order(self):
         host = test_pci.HOST
@@ -228,8 +222,7 @@ class DrainPassthroughTest(ops_base.OpsMixin, base.GpuSchedulerMixin,
         for facts in self.gpu_facts[host].values():
             facts['driver_version'] = '570.86.10'
         self.run_agent(host)
-        exc = self.assertRaises(exception.UndrainRefused, self.cli,
-                                'undrain', host, '--expect-driver', '570')
+        exc = self.refused('undrain', host, '--expect-driver', '570')
         self.assertIn('Placement says GPU %s runs 550 (a [pci] device_spec '
                       'tag)' % test_pci.A100_0, str(exc))
         self.assertIn('regenerate the nova-conf drop-in on %s (gpu-nova-ext '
@@ -252,9 +245,10 @@ class DrainPassthroughTest(ops_base.OpsMixin, base.GpuSchedulerMixin,
     def test_no_live_state(self):
         host = test_pci.HOST
         self.cli('drain', host)
-        exc = self.assertRaises(
-            exception.UndrainRefused, super().cli, self.conf, 'undrain', host,
-            '--expect-driver', '550', states_factory=lambda conf, wait: {})
+        self.useFixture(fixtures.MonkeyPatch(
+            'gpu_nova_ext.operator.live_state.live_states',
+            lambda conf, wait: {}))
+        exc = self.refused('undrain', host, '--expect-driver', '550')
         self.assertIn('no live GPU state from gpu-nova-agent on %s' % host,
                       str(exc))
 
@@ -315,7 +309,7 @@ class DrainVendorVfioTest(ops_base.OpsMixin, base.GpuSchedulerMixin,
                            libvirt_version=self.LIBVIRT_VERSION,
                            qemu_version=self.QEMU_VERSION)
         self.run_agent(VFIO_HOST)
-        self.conf = self.ops_conf()
+        self.use_openstack_gpu(self.ops_conf())
 
     def agent_conf(self, host):
         conf = super().agent_conf(host)
@@ -325,8 +319,11 @@ class DrainVendorVfioTest(ops_base.OpsMixin, base.GpuSchedulerMixin,
         return conf
 
     def cli(self, *argv):
-        kw = {'states_factory': live_states} if argv[0] == 'undrain' else {}
-        return super().cli(self.conf, *argv, **kw)
+        """``openstack gpu host drain|undrain ...``: (0, stdout)."""
+        return self.gpu('host', *argv, config=True)
+
+    def refused(self, *argv) -> str:
+        return self.gpu_refused('host', *argv, config=True)
 
     def test_runbook_order(self):
         # the drop-in offers the VFs, tagged with the driver branch
@@ -340,9 +337,8 @@ class DrainVendorVfioTest(ops_base.OpsMixin, base.GpuSchedulerMixin,
                       out)
         self.gpu_facts[VFIO_HOST][VFIO_PF]['driver_version'] = '570.86.10'
         self.run_agent(VFIO_HOST)
-        exc = self.assertRaises(exception.UndrainRefused, self.cli,
-                                'undrain', VFIO_HOST, '--expect-driver',
-                                '570')
+        exc = self.refused('undrain', VFIO_HOST, '--expect-driver',
+                           '570')
         self.assertIn('runs 550 (a [pci] device_spec tag)', str(exc))
         self.assertIn('regenerate the nova-conf drop-in on %s' % VFIO_HOST,
                       str(exc))

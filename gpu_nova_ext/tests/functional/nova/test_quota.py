@@ -10,8 +10,8 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""GPU quota per model, end to end: our CLI sets Keystone unified limits,
-Nova enforces them.
+"""GPU quota per model, end to end: ``openstack gpu quota``
+(python-openstackclient) sets Keystone unified limits, Nova enforces them.
 
 Real here: Keystone (its own process, :mod:`keystone_fixture`), Nova's API
 with ``[quota] driver = nova.quota.UnifiedLimitsDriver`` and oslo.limit
@@ -20,17 +20,13 @@ our generator (per-model resource classes).
 """
 import fixtures
 from keystoneauth1 import loading as ks_loading
-from keystoneauth1 import session as ks_session
-from keystoneauth1 import token_endpoint
 from nova.cmd import manage as nova_manage
 from nova import conf as nova_conf
 from nova.tests.fixtures import libvirt as fakelibvirt
 from nova.tests.functional.api import client as api_client
 from nova.tests.functional import integrated_helpers
 from nova.tests.functional.libvirt import base as libvirt_base
-import openstack
 
-from gpu_nova_ext import exception
 from gpu_nova_ext.inventory import manager
 from gpu_nova_ext.operator import flavor
 from gpu_nova_ext.operator import nova_conf as nova_conf_gen
@@ -38,7 +34,7 @@ from gpu_nova_ext.tests.functional.nova import base
 from gpu_nova_ext.tests.functional.nova import keystone_fixture
 from gpu_nova_ext.tests.functional.nova import keystone_server
 from gpu_nova_ext.tests.functional.nova import ops_base
-from gpu_nova_ext.tests.functional.operator import sdk
+from gpu_nova_ext.tests.functional import osc_client
 
 HOST = 'gpu1'
 A100_RC = 'CUSTOM_GPU_A100_80GB_PCIE'
@@ -47,7 +43,7 @@ N_A100 = 5
 
 
 def passthrough_specs(model: str) -> dict:
-    """The flavor ``gpu-nova-ext flavor create --mode passthrough`` makes."""
+    """The flavor ``openstack gpu flavor create --mode passthrough`` makes."""
     return flavor.extra_specs(flavor.GpuFlavorRequest(
         model=model, mode='passthrough'))
 
@@ -64,13 +60,25 @@ class QuotaMixin(ops_base.OpsMixin):
         self.project = self.keystone.project()
         # the harness's API authenticates by header: boot as that project
         self.api.project_id = self.project.id
-        self.conf = self.ops_conf()
-
-    def conn_factory(self, cloud=None):
-        return self.keystone.connection()
+        self.cloud = self.useFixture(osc_client.Cloud.of_harness(self))
+        self.cloud.keystone(self.keystone.auth())
 
     def quota(self, *argv):
-        return self.cli(self.conf, 'quota', *argv)
+        """``openstack gpu quota ARGV``: (exit code, stdout)."""
+        rc, out, err = osc_client.openstack('gpu', 'quota', *argv)
+        self.assertIn(rc, (0, 1), err)
+        return rc, out
+
+    def refused(self, *argv) -> str:
+        return osc_client.refused(self, 'gpu', 'quota', *argv)
+
+    def shown(self, *argv) -> list:
+        """``gpu quota show ARGV -f json``: the projects' rows as lists."""
+        return [[r[k] for k in ('project', 'model', 'kind', 'resource',
+                                'limit', 'from', 'used', 'over')]
+                for r in osc_client.openstack_json(
+                    self, 'gpu', 'quota', 'show', *argv)
+                if r['project'] != '(default)']
 
 
 class PassthroughQuotaTest(QuotaMixin, base.GpuSchedulerMixin,
@@ -110,18 +118,12 @@ class PassthroughQuotaTest(QuotaMixin, base.GpuSchedulerMixin,
         # another model is not limited by it
         self.boot(passthrough_specs('L4'))
 
-        rc, out = self.quota('show', '--project', self.project.id)
-        self.assertEqual(0, rc)
         self.assertEqual(
             [[self.project.name, 'A100_80GB_PCIE', 'passthrough',
-              'class:' + A100_RC, '4', 'project', '4'],
+              'class:' + A100_RC, 4, 'project', 4, 0],
              [self.project.name, 'L4', 'passthrough', 'class:' + L4_RC,
-              '-', 'none', '1']],
-            self.rows(out))
-
-    def rows(self, out):
-        return [line.split() for line in out.splitlines()
-                if line.startswith(self.project.name + ' ')]
+              None, 'none', 1, 0]],
+            self.shown('--project', self.project.id))
 
     def test_limit_below_usage_is_allowed_and_shown(self):
         a100 = passthrough_specs('A100_80GB_PCIE')
@@ -132,11 +134,11 @@ class PassthroughQuotaTest(QuotaMixin, base.GpuSchedulerMixin,
         self.assertEqual(0, rc)
         self.assertIn('warning: project %s uses 3 of class:%s, 2 above its '
                       'limit 1' % (self.project.name, A100_RC), out)
-        rc, out = self.quota('show', '--project', self.project.name,
-                             '--model', 'A100')
         self.assertEqual([[self.project.name, 'A100_80GB_PCIE',
-                           'passthrough', 'class:' + A100_RC, '1',
-                           'project', '3', '2']], self.rows(out))
+                           'passthrough', 'class:' + A100_RC, 1,
+                           'project', 3, 2]],
+                         self.shown('--project', self.project.name,
+                                    '--model', 'A100'))
         # Nova refuses a new one while over
         exc = self.assertRaises(api_client.OpenStackApiException,
                                 self.boot, a100)
@@ -161,59 +163,48 @@ class PassthroughQuotaTest(QuotaMixin, base.GpuSchedulerMixin,
         # a default still used by project limits is not removed
         self.quota('set', '--project', self.project.id, '--model', 'L4',
                    '--limit', '1')
-        exc = self.assertRaises(exception.GpuNovaExtException, self.quota,
-                                'unset', '--default',
-                                '--model', 'L4')
+        exc = self.refused('unset', '--default', '--model', 'L4')
         self.assertIn('still has project limits', str(exc))
 
     def test_bad_input(self):
-        exc = self.assertRaises(exception.GpuNovaExtException, self.quota,
-                                'set', '--project', 'nobody', '--model',
-                                'A100', '--limit', '4')
+        exc = self.refused('set', '--project', 'nobody', '--model',
+                           'A100', '--limit', '4')
         self.assertIn("Keystone has no project 'nobody'", str(exc))
-        exc = self.assertRaises(exception.GpuNovaExtException, self.quota,
-                                'set', '--project', self.project.id,
-                                '--model', 'H100', '--limit', '4')
+        exc = self.refused('set', '--project', self.project.id,
+                           '--model', 'H100', '--limit', '4')
         self.assertIn("No GPU resource class in Placement matches model "
                       "'H100'; known: A100_80GB_PCIE (passthrough), "
                       "L4 (passthrough).", str(exc))
 
     def test_reserve_looks_the_project_up_in_keystone(self):
-        # gpu-nova-ext reserve asks the same real Keystone: an id it does
-        # not know is refused before anything is written
+        # gpu reservation create asks the same real Keystone: an id it
+        # does not know is refused before anything is written
         gpu = '0000:81:00.0'
-        exc = self.assertRaises(exception.GpuNovaExtException, self.cli,
-                                self.conf, 'reserve', '--project', 'f' * 32,
-                                '--host', HOST, '--gpu', gpu)
-        self.assertIn('Keystone has no such project', str(exc))
+        err = osc_client.refused(self, 'gpu', 'reservation', 'create',
+                                 '--project', 'f' * 32, '--host', HOST,
+                                 '--gpu', gpu)
+        self.assertIn('Keystone has no such project', err)
         # a project Keystone knows passes that check and reaches Placement,
         # which refuses a PCI-in-Placement GPU (nova-compute rewrites its
         # traits): reserve the whole host instead
-        exc = self.assertRaises(exception.GpuNovaExtException, self.cli,
-                                self.conf, 'reserve', '--project',
-                                self.project.id, '--host', HOST, '--gpu', gpu)
-        self.assertNotIn('Keystone', str(exc))
-        self.assertIn('whole host', str(exc))
+        err = osc_client.refused(self, 'gpu', 'reservation', 'create',
+                                 '--project', self.project.id, '--host',
+                                 HOST, '--gpu', gpu)
+        self.assertNotIn('Keystone', err)
+        self.assertIn('whole host', err)
 
     def test_keystone_refusals_name_the_fix(self):
         # a project member, not an admin with system scope: Keystone's 403
-        member = self.keystone.member_connection(self.project)
-        self.conn_factory = lambda cloud=None: member
-        exc = self.assertRaises(exception.GpuNovaExtException, self.quota,
-                                'set', '--project', self.project.id,
-                                '--model', 'L4', '--limit', '1')
-        self.assertIn('Keystone refused to', str(exc))
-        self.assertIn('authenticate with OS_SYSTEM_SCOPE=all', str(exc))
-        # an identity endpoint without unified limits (/v3/limits): 404
-        noauth = token_endpoint.Token(self.placement.fixture.endpoint,
-                                      'admin')
-        self.conn_factory = lambda cloud=None: openstack.connection.Connection(
-            session=ks_session.Session(auth=noauth),
-            identity_endpoint_override=self.placement.fixture.endpoint)
-        exc = self.assertRaises(exception.GpuNovaExtException, self.quota,
-                                'show')
-        self.assertIn('has no unified limits API (/v3/limits)', str(exc))
-        self.assertIn('nova.quota.UnifiedLimitsDriver', str(exc))
+        self.cloud.keystone(self.keystone.member_auth(self.project))
+        err = self.refused('set', '--project', self.project.id, '--model',
+                           'L4', '--limit', '1')
+        self.assertIn('Keystone refused to', err)
+        self.assertIn('authenticate with OS_SYSTEM_SCOPE=all', err)
+        # a member for Placement too: its policy refuses first
+        self.cloud.roles = 'reader,member'
+        err = self.refused('set', '--project', self.project.id, '--model',
+                           'L4', '--limit', '1')
+        self.assertIn('Placement answered 403', err)
 
 
 class VgpuQuotaTest(QuotaMixin, base.GpuVGPUTestBase):
@@ -289,27 +280,12 @@ class VgpuQuotaTest(QuotaMixin, base.GpuVGPUTestBase):
             model='L4')))
         self.assertEqual('vl', self.server_host(l4['id']))
 
-        rc, out = self.quota('show', '--project', self.project.name,
-                             '--kind', 'vgpu')
         self.assertEqual(
             [[self.project.name, 'A100_80GB_PCIE', 'vgpu',
-              'class:' + a100_rc, '4', 'project', '4'],
+              'class:' + a100_rc, 4, 'project', 4, 0],
              [self.project.name, 'L4', 'vgpu', 'class:CUSTOM_VGPU_L4',
-              '-', 'none', '1']],
-            [line.split() for line in out.splitlines()
-             if line.startswith(self.project.name + ' ')])
-
-
-class _OneCloud:
-    """The CLI's one cloud: Keystone's identity, the harness's compute.
-
-    On a real cloud one clouds.yaml entry serves both; the harness's Nova
-    API authenticates by headers, the real Keystone by token.
-    """
-
-    def __init__(self, identity_conn, compute_conn):
-        self.identity = identity_conn.identity
-        self.compute = compute_conn.compute
+              None, 'none', 1, 0]],
+            self.shown('--project', self.project.name, '--kind', 'vgpu'))
 
 
 class UnifiedLimitsSwitchTest(QuotaMixin,
@@ -326,10 +302,6 @@ class UnifiedLimitsSwitchTest(QuotaMixin,
         super().setUp()
         self.flags(driver='nova.quota.DbQuotaDriver', group='quota')
         self.other = self.keystone.project()
-
-    def conn_factory(self, cloud=None):
-        return _OneCloud(self.keystone.connection(),
-                         sdk.harness_connection(self))
 
     def nova_manage_migrate(self, project_id=None):
         """``nova-manage limits migrate_to_unified_limits``, Nova's own."""

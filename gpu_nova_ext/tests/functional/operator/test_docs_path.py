@@ -15,19 +15,16 @@
 doc/source/flavors.rst "From nothing to a scheduled GPU server": discover
 the host and generate its nova.conf drop-in with ``nova-conf``'s
 generator, give those options to nova-compute, run the agent, create the
-flavor with ``gpu-nova-ext flavor create`` (openstacksdk against Nova's
-API), boot: the server lands on the GPU the flavor asks for.
+flavor with ``openstack gpu flavor create`` (python-openstackclient
+against Nova's API), boot: the server lands on the GPU the flavor asks for.
 """
-import argparse
-
 from nova import conf as nova_conf_mod
 from nova.tests.fixtures import libvirt as fakelibvirt
 
-from gpu_nova_ext.cmd import flavor as flavor_cmd
 from gpu_nova_ext.inventory import manager
 from gpu_nova_ext.operator import nova_conf
 from gpu_nova_ext.tests.functional.nova import base
-from gpu_nova_ext.tests.functional.operator import sdk
+from gpu_nova_ext.tests.functional import osc_client
 
 CONF = nova_conf_mod.CONF
 
@@ -66,19 +63,11 @@ class DocumentedPathTest(base.GpuVGPUTestBase):
             agent_view[group] = opts
         return agent_view
 
-    def _connect(self, cloud):
-        return sdk.harness_connection(self)
-
     def _flavor_create(self, argv):
-        parser = argparse.ArgumentParser()
-        flavor_cmd.register(parser.add_subparsers())
-        args = parser.parse_args(['flavor', 'create'] + argv)
-        self.assertEqual(0, flavor_cmd.run(args, None,
-                                           conn_factory=self._connect))
-        for f in self.admin_api.api_get('/flavors/detail').body['flavors']:
-            if f['name'] == args.name:
-                return f['id']
-        self.fail('flavor %s not created' % args.name)
+        self.useFixture(osc_client.Cloud.of_harness(self))
+        made = osc_client.openstack_json(self, 'gpu', 'flavor', 'create',
+                                         *argv)
+        return made['id']
 
     def test_nova_conf_agent_flavor_boot(self):
         host = 'host1'
@@ -112,7 +101,7 @@ class DocumentedPathTest(base.GpuVGPUTestBase):
             {g['pci_address']: g['offered_vgpu_type']
              for g in state['gpus']})
 
-        # 3. gpu-nova-ext flavor create (the type by id: fakelibvirt names
+        # 3. openstack gpu flavor create (the type by id: fakelibvirt names
         # every type "M60-0B", and libvirt's name wins in the state)
         flavor = self._flavor_create(
             ['vgpu.a100', '--model', 'A100_80GB_PCIE', '--vgpu-type',

@@ -10,35 +10,39 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""``gpu-nova-ext flavor create`` end to end: openstacksdk against Nova's
-real API served by Nova's functional harness (wsgi-intercept), with the
-gpu: validators loaded from our entry point."""
-import argparse
+"""``openstack gpu flavor create|list|show|delete`` end to end:
+python-openstackclient against Nova's real API served by Nova's functional
+harness (wsgi-intercept), with the gpu: validators loaded from our entry
+point."""
+import json
 
 from nova.tests.functional import integrated_helpers
 
-from gpu_nova_ext.cmd import flavor as flavor_cmd
-from gpu_nova_ext import exception
-from gpu_nova_ext.tests.functional.operator import sdk
+from gpu_nova_ext.tests.functional import osc_client
 
 
-def parse(argv):
-    parser = argparse.ArgumentParser()
-    sub = parser.add_subparsers()
-    flavor_cmd.register(sub)
-    return parser.parse_args(['flavor', 'create'] + argv)
+class FlavorTest(integrated_helpers._IntegratedTestBase):
+    """openstack gpu flavor create|list|show|delete, Nova's API."""
 
-
-class FlavorCreateTest(integrated_helpers._IntegratedTestBase):
     microversion = 'latest'
     ADMIN_API = True
 
-    def _connect(self, cloud):
-        return sdk.harness_connection(self)
+    def setUp(self):
+        super().setUp()
+        self.useFixture(osc_client.Cloud.of_harness(self))
 
     def _create(self, argv):
-        args = parse(argv)
-        return flavor_cmd.run(args, None, conn_factory=self._connect)
+        """(rc, the created flavor as -f json shows it, stderr)."""
+        rc, out, err = osc_client.openstack('gpu', 'flavor', 'create',
+                                            '-f', 'json', *argv)
+        return rc, json.loads(out) if rc == 0 else None, err
+
+    def _refused(self, argv, *words):
+        rc, shown, err = self._create(argv)
+        self.assertEqual(2, rc, err)
+        self.assertEqual(1, len(err.strip().splitlines()), err)
+        for word in words:
+            self.assertIn(word, err)
 
     def _flavor(self, name):
         body = self.admin_api.api_get('/flavors/detail?is_public=None').body
@@ -48,47 +52,72 @@ class FlavorCreateTest(integrated_helpers._IntegratedTestBase):
         return None
 
     def test_vgpu_flavor_created_with_specs(self):
-        rc = self._create(['vgpu.a100', '--model', 'A100', '--count', '1',
-                           '--vgpu-type', 'A100D-10C', '--memory-min',
-                           '10GB', '--vcpus', '8', '--ram', '32768',
-                           '--disk', '40', '--mig', '--vgpu-class',
-                           'vgpu'])
-        self.assertEqual(0, rc)
+        rc, shown, err = self._create(
+            ['vgpu.a100', '--model', 'A100', '--count', '1',
+             '--vgpu-type', 'A100D-10C', '--memory-min', '10GB', '--vcpus',
+             '8', '--ram', '32768', '--disk', '40', '--mig', '--vgpu-class',
+             'vgpu'])
+        self.assertEqual(0, rc, err)
         made = self._flavor('vgpu.a100')
+        self.assertEqual(made['id'], shown['id'])
         self.assertEqual((8, 32768, 40),
                          (made['vcpus'], made['ram'], made['disk']))
-        self.assertEqual(
-            {'resources:VGPU': '1', 'gpu:model': 'A100', 'gpu:mode': 'vgpu',
-             'gpu:vgpu_type': 'A100D-10C', 'gpu:memory_min': '10GB',
-             'trait:CUSTOM_GPU_MIG_ENABLED': 'required'},
-            self.admin_api.get_extra_specs(made['id']))
+        specs = {'resources:VGPU': '1', 'gpu:model': 'A100',
+                 'gpu:mode': 'vgpu', 'gpu:vgpu_type': 'A100D-10C',
+                 'gpu:memory_min': '10GB',
+                 'trait:CUSTOM_GPU_MIG_ENABLED': 'required'}
+        self.assertEqual(specs, self.admin_api.get_extra_specs(made['id']))
+        self.assertEqual('VGPU', shown['quota_class'])
+
+        # list (GPU flavors only), show, delete
+        self.admin_api.post_flavor({'flavor': {
+            'name': 'plain', 'ram': 512, 'vcpus': 1, 'disk': 1}})
+        listed = osc_client.openstack_json(self, 'gpu', 'flavor', 'list')
+        self.assertEqual([('vgpu.a100', specs)],
+                         [(f['Name'], f['GPU Specs']) for f in listed])
+        shown = osc_client.openstack_json(self, 'gpu', 'flavor', 'show',
+                                          'vgpu.a100')
+        self.assertEqual(specs, shown['gpu_specs'])
+        rc, out, err = osc_client.openstack('gpu', 'flavor', 'show',
+                                            'plain')
+        self.assertEqual(2, rc)
+        self.assertIn('not a GPU flavor', err)
+        self.assertIn('openstack flavor show', err)
+        rc, out, err = osc_client.openstack('gpu', 'flavor', 'delete',
+                                            'vgpu.a100')
+        self.assertEqual(0, rc, err)
+        self.assertIn('deleted flavor vgpu.a100', out)
+        self.assertIsNone(self._flavor('vgpu.a100'))
+        rc, out, err = osc_client.openstack('gpu', 'flavor', 'delete',
+                                            'vgpu.a100')
+        self.assertEqual(2, rc)
+        self.assertIn('no such flavor', err)
 
     def test_per_model_vgpu_class_must_exist(self):
         # no host offers CUSTOM_VGPU_A100 (a prefix, not a model): refused
-        exc = self.assertRaises(exception.GpuNovaExtException, self._create,
-                                ['vgpu.a100', '--model', 'A100'])
-        self.assertIn('No host offers resource class CUSTOM_VGPU_A100, so '
-                      "flavor 'vgpu.a100' would land nowhere", str(exc))
+        self._refused(['vgpu.a100', '--model', 'A100'],
+                      'no host offers resource class CUSTOM_VGPU_A100, so '
+                      "flavor 'vgpu.a100' would land nowhere")
         self.assertIsNone(self._flavor('vgpu.a100'))
         # once a host offers the model's class, the flavor is made
         self.placement.post('/resource_classes',
                             {'name': 'CUSTOM_VGPU_A100_80GB_PCIE'},
                             version='1.2')
-        exc = self.assertRaises(exception.GpuNovaExtException, self._create,
-                                ['vgpu.a100', '--model', 'A100'])
-        self.assertIn('GPU classes in Placement: A100_80GB_PCIE (vgpu)',
-                      str(exc))
-        self.assertEqual(0, self._create(['vgpu.a100', '--model',
-                                          'A100_80GB_PCIE']))
+        self._refused(['vgpu.a100', '--model', 'A100'],
+                      'GPU classes in Placement: A100_80GB_PCIE (vgpu)')
+        rc, shown, err = self._create(['vgpu.a100', '--model',
+                                       'A100_80GB_PCIE'])
+        self.assertEqual(0, rc, err)
         self.assertEqual(
             {'resources:CUSTOM_VGPU_A100_80GB_PCIE': '1',
              'gpu:model': 'A100_80GB_PCIE', 'gpu:mode': 'vgpu'},
             self.admin_api.get_extra_specs(self._flavor('vgpu.a100')['id']))
 
     def test_passthrough_flavor(self):
-        self.assertEqual(0, self._create(
+        rc, shown, err = self._create(
             ['pt.a100x2', '--model', 'A100_80GB_PCIE', '--count', '2',
-             '--mode', 'passthrough', '--exact-model', '--private']))
+             '--mode', 'passthrough', '--exact-model', '--private'])
+        self.assertEqual(0, rc, err)
         made = self._flavor('pt.a100x2')
         self.assertFalse(made['os-flavor-access:is_public'])
         specs = self.admin_api.get_extra_specs(made['id'])
@@ -98,17 +127,15 @@ class FlavorCreateTest(integrated_helpers._IntegratedTestBase):
                          specs['trait:CUSTOM_GPU_MODEL_A100_80GB_PCIE'])
 
     def test_duplicate_name_refused(self):
-        self._create(['dup', '--model', 'L4', '--vgpu-class', 'vgpu'])
-        exc = self.assertRaises(exception.GpuNovaExtException, self._create,
-                                ['dup', '--model', 'L4'])
-        self.assertIn("'dup' exists already", str(exc))
+        self.assertEqual(0, self._create(['dup', '--model', 'L4',
+                                          '--vgpu-class', 'vgpu'])[0])
+        self._refused(['dup', '--model', 'L4'], 'Invalid NAME dup',
+                      'exists already')
 
     def test_rejected_spec_removes_flavor(self):
         # a value our CLI accepts but nova-api's validators refuse (the
         # alias-count pattern of pci_passthrough:alias)
-        exc = self.assertRaises(
-            exception.GpuNovaExtException, self._create,
-            ['bad', '--model', 'A100_80GB_PCIE', '--mode', 'passthrough',
-             '--alias', 'a:b'])
-        self.assertIn("'a:b:1' is not of the format", str(exc))
+        self._refused(['bad', '--model', 'A100_80GB_PCIE', '--mode',
+                       'passthrough', '--alias', 'a:b'],
+                      "'a:b:1' is not of the format")
         self.assertIsNone(self._flavor('bad'))

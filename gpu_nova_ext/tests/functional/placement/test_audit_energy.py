@@ -15,15 +15,13 @@
 The window's wait is where the agent's ledger moves on: the test replaces
 the command's wait with that step, so nothing depends on wall time.
 """
-import contextlib
-import io
 import json
 
 import fixtures
 
 from gpu_nova_ext.agent import exporter
-from gpu_nova_ext.cmd import cli
 from gpu_nova_ext.simulate import compute_providers
+from gpu_nova_ext.tests.functional import osc_client
 from gpu_nova_ext.tests.functional.placement import base
 
 VM1 = '0c3a7f52-1d2e-4b8a-9f61-3e2d1c0b9a01'
@@ -51,20 +49,19 @@ class TestAuditEnergy(base.PlacementTestCase):
             self.exporter.update([])
 
         self.useFixture(fixtures.MonkeyPatch(
-            'gpu_nova_ext.cmd.audit.wait_window', window))
+            'gpu_nova_ext.osc.audit.wait_window', window))
+        self.useFixture(osc_client.Cloud(self.placement.endpoint))
 
     def audit(self, *extra):
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            rc = cli.main(['--config-file', self.conf.config_file[0],
-                           'audit', '--energy-window', '30', '--exporter',
-                           '%s=http://127.0.0.1:%d/metrics' % (
-                               self.HOST, self.exporter.port)] + list(extra))
-        return rc, out.getvalue()
+        rc, out, err = osc_client.openstack(
+            'gpu', 'audit', '--energy-window', '30', '--exporter',
+            '%s=http://127.0.0.1:%d/metrics' % (
+                self.HOST, self.exporter.port), *extra)
+        return rc, out
 
     def test_per_server_and_project(self):
         rc, out = self.audit('--exporter', 'cmp-9=http://127.0.0.1:1/m',
-                             '--format', 'json')
+                             '-f', 'json')
         self.assertEqual(0, rc)
         self.assertEqual(30.0, self.waited)
         report = json.loads(out)
@@ -80,14 +77,13 @@ class TestAuditEnergy(base.PlacementTestCase):
     def test_table(self):
         rc, out = self.audit()
         self.assertEqual(0, rc)
-        self.assertIn('GPU energy over 30s', out)
+        self.assertIn('window_s', out)
         self.assertIn(VM1, out)
         self.assertIn('proj-a', out)
 
     def test_bad_window_refused(self):
-        err = io.StringIO()
-        with contextlib.redirect_stderr(err):
-            rc = cli.main(['--config-file', self.conf.config_file[0],
-                           'audit', '--energy-window', '-1'])
+        rc, out, err = osc_client.openstack('gpu', 'audit',
+                                            '--energy-window', '-1')
         self.assertEqual(2, rc)
-        self.assertIn('--energy-window', err.getvalue())
+        self.assertEqual(1, len(err.splitlines()), err)
+        self.assertIn('--energy-window', err)

@@ -89,7 +89,3 @@ class TestReportCommand(base.PlacementTestCase):
         rc, out, err = run_cli(self.conf_file, 'report', '--once', '--cast')
         self.assertEqual(0, rc, out + err)
         self.assertNotIn('Eventlet is deprecated', err)
-        rc, out, err = run_cli(self.conf_file, 'audit', '--state-wait',
-                               '0.2')
-        self.assertEqual(0, rc, out + err)
-        self.assertNotIn('Eventlet is deprecated', err)

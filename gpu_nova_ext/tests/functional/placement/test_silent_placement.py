@@ -109,11 +109,6 @@ class TestCommandsAgainstSilentPlacement(testtools.TestCase):
         rc, out, err = run_cli(self.conf_file, 'report', '--once')
         self.assert_timed_out(rc, err)
 
-    def test_audit_ends(self):
-        rc, out, err = run_cli(self.conf_file, 'audit')
-        self.assert_timed_out(rc, err)
-        self.assertTrue(self.silent.accepted)
-
     def test_timeout_has_a_default(self):
         conf = base.load_conf(base.write_conf(self.tmp, self.silent.endpoint))
         self.assertEqual(placement_conf.DEFAULT_TIMEOUT,

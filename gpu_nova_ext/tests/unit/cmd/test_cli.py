@@ -33,7 +33,7 @@ class TestCliErrors(testtools.TestCase):
 
     def test_missing_config_file_names_it(self):
         rc, err = self._run(cli.main, ['--config-file', '/nonexistent.conf',
-                                       'audit'])
+                                       'discover'])
         self.assertEqual(2, rc)
         self.assertIn('/nonexistent.conf', err)
         self.assertNotIn('Traceback', err)

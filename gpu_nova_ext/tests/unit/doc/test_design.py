@@ -24,7 +24,8 @@ SECTIONS = ('Architecture', 'Placement ownership', 'Flavor extra specs',
             'State protocol', 'Health', 'Reservations',
             'MIG layouts and power',
             'Remediation, drains and driver roll-outs',
-            'GPU quota per model', 'Operator CLI', 'Monitoring',
+            'GPU quota per model', 'Operator CLI', 'OpenStackClient plugin',
+            'Monitoring',
             'Simulator', 'Packaging, versions and the install matrix',
             'Tests', 'Development cloud')
 

@@ -19,6 +19,7 @@ import testtools
 
 from gpu_nova_ext.cmd import cli
 from gpu_nova_ext import conf as gconf
+from gpu_nova_ext.tests.functional import osc_client
 
 PAGE = os.path.join(os.path.dirname(__file__), '..', '..', '..', '..',
                     'doc', 'source', 'operations.rst')
@@ -39,14 +40,12 @@ class TestOperationsPage(testtools.TestCase):
 
     def test_command_synopses_match_the_parser(self):
         choices = cli.build_parser()._subparsers._group_actions[0].choices
-        rollout = choices['rollout']._subparsers._group_actions[0].choices
-        commands = {'remediate': choices['remediate'],
-                    'drain': choices['drain'],
-                    'undrain': choices['undrain'],
-                    'rollout plan': rollout['plan']}
+        commands = {'gpu-nova-ext remediate': choices['remediate']}
+        for command in ('gpu host drain', 'gpu host undrain',
+                        'gpu rollout plan'):
+            commands['openstack ' + command] = osc_client.parser_of(command)
         for command, parser in commands.items():
-            m = re.search(r'^``gpu-nova-ext %s (.*)``$' % command,
-                          self.text, re.M)
+            m = re.search(r'^``%s (.*)``$' % command, self.text, re.M)
             self.assertIsNotNone(m, command)
             for opt in re.findall(r'--[a-z-]+', m.group(1)):
                 self.assertIn(opt, parser._option_string_actions,

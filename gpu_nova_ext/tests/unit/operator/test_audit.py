@@ -65,8 +65,6 @@ class TestAudit(testtools.TestCase):
     def test_consistent_cluster(self):
         report = audit.build_report(host('a', '550', 2) + host('b', '550'))
         self.assertEqual([], report.driver_outliers)
-        self.assertIn('consistent: every host runs 550',
-                      audit.render_table(report))
         self.assertEqual(3, len(report.gpus))
 
     def test_non_gpu_children_ignored_and_pci_class_counted(self):
@@ -113,8 +111,8 @@ class TestAudit(testtools.TestCase):
                           gpu.free))
 
     def test_empty_cluster(self):
-        out = audit.render_table(audit.build_report([]))
-        self.assertIn('(no GPU provider in Placement)', out)
+        report = audit.build_report([])
+        self.assertEqual(([], []), (report.gpus, report.groups))
 
     def test_hosts_without_live_state_are_listed(self):
         # issue 15.1: the hosts missing_state_policy decides for
@@ -125,8 +123,5 @@ class TestAudit(testtools.TestCase):
         report = audit.build_report(views, {'a': payload})
         self.assertEqual(['b'], report.hosts_without_state)
         self.assertEqual(['b'], report.to_dict()['hosts_without_state'])
-        out = audit.render_table(report)
-        self.assertIn('Hosts without live GPU state', out)
-        self.assertIn('\n  b\n', out)
         # without any state heard, the note says so instead
         self.assertEqual([], audit.build_report(views).hosts_without_state)

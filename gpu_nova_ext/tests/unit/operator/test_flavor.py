@@ -11,17 +11,16 @@
 # under the License.
 
 """GPU flavor extra specs: Nova's keys, ours, and the CLI's dry run."""
-import contextlib
-import io
+import json
 
 from nova.api.validation.extra_specs import pci_passthrough
 from nova.api.validation.extra_specs import resources
 from nova.api.validation.extra_specs import traits
 import testtools
 
-from gpu_nova_ext.cmd import cli
 from gpu_nova_ext import exception
 from gpu_nova_ext.operator import flavor
+from gpu_nova_ext.tests.functional import osc_client
 
 # Nova's validators of the namespaces we write (loaded one by one: Nova's
 # registry would load every installed namespace, ours included).
@@ -163,31 +162,36 @@ class TestExtraSpecs(testtools.TestCase):
 
 
 class TestDryRun(testtools.TestCase):
+    """openstack gpu flavor create --dry-run: nothing is contacted."""
+
+    def setUp(self):
+        super().setUp()
+        self.useFixture(osc_client.Cloud('http://127.0.0.1:1/placement'))
 
     def _run(self, argv):
-        out, err = io.StringIO(), io.StringIO()
-        with contextlib.redirect_stdout(out), \
-                contextlib.redirect_stderr(err):
-            rc = cli.main(['--config-file', '/dev/null'] + argv)
-        return rc, out.getvalue(), err.getvalue()
+        return osc_client.openstack('gpu', 'flavor', 'create', *argv)
 
-    def test_dry_run_prints_specs_and_cli(self):
+    def test_dry_run_shows_specs_and_cli(self):
         rc, out, err = self._run(
-            ['flavor', 'create', 'vgpu.a100', '--model', 'A100_80GB_PCIE',
+            ['vgpu.a100', '--model', 'A100_80GB_PCIE',
              '--count', '1', '--mode', 'vgpu', '--vgpu-type', 'A100D-10C',
-             '--vcpus', '8', '--ram', '32768', '--disk', '40', '--dry-run'])
+             '--vcpus', '8', '--ram', '32768', '--disk', '40', '--dry-run',
+             '-f', 'json'])
         self.assertEqual(0, rc, err)
-        self.assertIn('flavor vgpu.a100: vcpus=8 ram=32768MB disk=40GB', out)
-        self.assertIn('resources:CUSTOM_VGPU_A100_80GB_PCIE', out)
-        self.assertIn('Quota: each server counts 1 against '
-                      'class:CUSTOM_VGPU_A100_80GB_PCIE.', out)
-        self.assertIn('--property gpu:vgpu_type=A100D-10C', out)
-        self.assertIn('openstack flavor create', out)
+        shown = json.loads(out)
+        self.assertEqual((None, 'vgpu.a100', 8, 32768, 40),
+                         (shown['id'], shown['name'], shown['vcpus'],
+                          shown['ram'], shown['disk']))
+        self.assertEqual('1', shown['extra_specs'][
+            'resources:CUSTOM_VGPU_A100_80GB_PCIE'])
+        self.assertEqual('CUSTOM_VGPU_A100_80GB_PCIE', shown['quota_class'])
+        self.assertIn('--property gpu:vgpu_type=A100D-10C',
+                      shown['openstack_cli'])
+        self.assertIn('openstack flavor create', shown['openstack_cli'])
 
     def test_bad_input_is_one_line(self):
         rc, out, err = self._run(
-            ['flavor', 'create', 'x', '--model', 'A100', '--memory-min',
-             'huge', '--dry-run'])
+            ['x', '--model', 'A100', '--memory-min', 'huge', '--dry-run'])
         self.assertEqual(2, rc)
         self.assertIn('huge', err)
         self.assertEqual(1, len(err.strip().splitlines()))

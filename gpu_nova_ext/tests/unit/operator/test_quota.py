@@ -10,17 +10,14 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""GPU quota per model: the classes a model names, limits, the table."""
-import contextlib
-import io
-
+"""GPU quota per model: the classes a model names, limits, bad input."""
 import testtools
 
-from gpu_nova_ext.cmd import cli
 from gpu_nova_ext import exception
 from gpu_nova_ext.operator import flavor
 from gpu_nova_ext.operator import nova_conf
 from gpu_nova_ext.operator import quota
+from gpu_nova_ext.tests.functional import osc_client
 
 PLACEMENT_CLASSES = [
     'VCPU', 'MEMORY_MB', 'VGPU', 'CUSTOM_PCI_10DE_20B5',
@@ -121,33 +118,17 @@ class TestLimits(testtools.TestCase):
         self.assertIn('project p uses 3 of class:CUSTOM_GPU_A100_80GB_PCIE, '
                       '2 above its limit 1', quota.overage_line(r))
 
-    def test_render(self):
-        rows = [quota.row('proj-x', quota.classify('CUSTOM_GPU_L4'), 1, None,
-                          3),
-                quota.row('proj-x', quota.classify('CUSTOM_VGPU_H100_SXM'),
-                          None, -1, 0)]
-        lines = quota.render(rows)
-        self.assertEqual(['PROJECT', 'MODEL', 'KIND', 'RESOURCE', 'LIMIT',
-                          'FROM', 'USED', 'OVER'], lines[0].split())
-        self.assertEqual(['proj-x', 'L4', 'passthrough',
-                          'class:CUSTOM_GPU_L4', '1', 'project', '3', '2'],
-                         lines[1].split())
-        self.assertEqual(['proj-x', 'H100_SXM', 'vgpu',
-                          'class:CUSTOM_VGPU_H100_SXM', 'unlimited',
-                          'default', '0'], lines[2].split())
-
 
 class TestCli(testtools.TestCase):
+    """openstack gpu quota: bad input refused before any service call."""
+
+    def setUp(self):
+        super().setUp()
+        self.useFixture(osc_client.Cloud('http://127.0.0.1:1/placement'))
 
     def run_cli(self, argv):
-        out, err = io.StringIO(), io.StringIO()
-        with contextlib.redirect_stdout(out), \
-                contextlib.redirect_stderr(err):
-            try:
-                rc = cli.main(['--config-file', '/dev/null'] + argv)
-            except SystemExit as exc:
-                rc = exc.code
-        return rc, err.getvalue()
+        rc, out, err = osc_client.openstack('gpu', *argv)
+        return rc, err
 
     def test_bad_limit_is_one_line(self):
         rc, err = self.run_cli(['quota', 'set', '--project', 'p', '--model',

@@ -158,7 +158,7 @@ class TestMovesOutput(testtools.TestCase):
         lines = text.splitlines()
         header = next(i for i, line in enumerate(lines)
                       if line.startswith('MOVED SERVER'))
-        moved, failed = lines[header + 2], lines[header + 3]
+        moved, failed = lines[header + 1], lines[header + 2]
         self.assertEqual(['a-1', 'h1', '0000:3b:00.0', 'h2', '0000:86:00.0',
                           'live-migrate'], moved.split())
         self.assertIn('FAILED: No valid host: no host passed the filters',

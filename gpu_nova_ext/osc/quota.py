@@ -10,23 +10,25 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""``gpu-nova-ext quota set|unset|show``: GPU quota per model.
+"""``openstack gpu quota set|unset|show|check``: GPU quota per model.
 
 Limits live in Keystone (unified limits, per service and region: what
 Nova's oslo.limit reads), usage in Placement (``GET /usages``).  See
 :mod:`gpu_nova_ext.operator.quota` for the resource classes of a model.
+
+``quota show -f json`` keys: ``project`` (``(default)`` for the registered
+limits), ``model``, ``kind``, ``resource``, ``limit`` (None: no limit, -1:
+unlimited), ``from`` (``project``, ``default``, ``registered`` or
+``none``), ``used`` and ``over``.
 """
 import argparse
-import sys
 import urllib.parse
 
-from oslo_config import cfg
-
-from gpu_nova_ext.cmd import ops_common
 from gpu_nova_ext import exception
 from gpu_nova_ext.operator import quota
 from gpu_nova_ext.operator import quota_keystone
 from gpu_nova_ext.operator import quota_migration
+from gpu_nova_ext.osc import command
 
 KINDS = (quota.PASSTHROUGH, quota.VGPU, quota.VGPU_VFIO)
 #: Placement microversions: /resource_classes (1.2), /usages (1.9)
@@ -34,66 +36,8 @@ USAGES_VERSION = '1.9'
 ENFORCED_BY = ("Nova enforces these limits with [quota] driver = "
                "nova.quota.UnifiedLimitsDriver and [oslo_limit] pointed at "
                "this service (nova-api, nova-conductor).")
-
-
-def _add_limits_service_args(sub) -> None:
-    """Where the limits live (Nova's endpoint, region), the cloud, run."""
-    sub.add_argument('--endpoint-id', metavar='ID',
-                     help="Nova's [oslo_limit] endpoint_id (default: "
-                          'the compute service of the catalog).')
-    sub.add_argument('--region', metavar='R',
-                     help="Region of the limits (default: the compute "
-                          "endpoints' one region).")
-    ops_common.add_cloud_arg(sub)
-    sub.set_defaults(func=run)
-
-
-def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        'quota', help='GPU quota per model (Keystone unified limits).',
-        description=(
-            'Limit the GPUs of each model a project may use, through '
-            "Keystone's unified limits that Nova enforces on the per-model "
-            'resource classes (CUSTOM_GPU_<MODEL>, CUSTOM_VGPU_<MODEL>, '
-            'CUSTOM_GPU_VGPU_<TYPE>).  Usage comes from Placement.'))
-    actions = parser.add_subparsers(dest='quota_action', metavar='ACTION')
-    actions.required = True
-    for name, text in (
-            ('set', 'Set a project limit or the cloud-wide default.'),
-            ('unset', 'Remove a project limit (the default applies again) '
-                      'or a default.'),
-            ('show', 'Limits and usage per project and model.')):
-        sub = actions.add_parser(name, help=text, description=text)
-        who = sub.add_mutually_exclusive_group(required=name != 'show')
-        who.add_argument('--project', metavar='P',
-                         help='Keystone project name or id.')
-        if name != 'show':
-            who.add_argument('--default', action='store_true',
-                             help='The cloud-wide default (registered '
-                                  'limit) instead of one project.')
-        sub.add_argument(
-            '--model', required=name != 'show', metavar='M',
-            help='GPU model (A100 matches A100_80GB_PCIE) or a resource '
-                 'class (CUSTOM_GPU_L4).')
-        sub.add_argument('--kind', choices=KINDS,
-                         help='Only this way of offering the model.')
-        if name == 'set':
-            sub.add_argument('--limit', required=True, metavar='N',
-                             help='GPUs (vGPUs) of the model; -1 for '
-                                  'unlimited.')
-        _add_limits_service_args(sub)
-    text = ('Before switching Nova to unified limits: the legacy quotas '
-            "(Nova's database) that Keystone does not hold yet and that "
-            'the switch would therefore lose, and the nova-manage '
-            'commands that copy them.  Exit code 1 when something would '
-            'be lost.')
-    check = actions.add_parser(
-        'check', help='What the switch to unified limits would lose.',
-        description=text)
-    check.add_argument('--project', metavar='P',
-                       help='Only this Keystone project (name or id); '
-                            'default: every project.')
-    _add_limits_service_args(check)
+SHOW_COLUMNS = ('project', 'model', 'kind', 'resource', 'limit', 'from',
+                'used', 'over')
 
 
 def _classes(placement, args) -> list[quota.GpuClass]:
@@ -111,18 +55,14 @@ def _usage(placement, project_id: str) -> dict[str, int]:
     return placement.get(path, version=USAGES_VERSION)['usages']
 
 
-def _say(line: str) -> None:
-    print(line, flush=True)
-
-
-def _several(classes, limit) -> None:
+def _several(classes, limit, _say) -> None:
     if len(classes) > 1:
         _say('note: Keystone counts each class on its own: %s applies to '
              'each of the %d classes above, not to their sum.'
              % (quota.limit_text(limit), len(classes)))
 
 
-def do_set(args, store, placement, classes) -> int:
+def do_set(args, store, placement, classes, _say) -> int:
     registered = store.registered()
     if args.default:
         for c in classes:
@@ -132,7 +72,7 @@ def do_set(args, store, placement, classes) -> int:
                 c.resource_name, c.label, quota.limit_text(
                     old.default_limit if old else None),
                 quota.limit_text(args.limit)))
-        _several(classes, args.limit)
+        _several(classes, args.limit, _say)
         _say('note: every project without a limit of its own has this one '
              'now; usage is not checked against it here (quota show '
              '--project P shows one project\'s usage and overage).')
@@ -158,13 +98,13 @@ def do_set(args, store, placement, classes) -> int:
             quota.limit_text(args.limit), r.usage))
         if r.over:
             overs.append(r)
-    _several(classes, args.limit)
+    _several(classes, args.limit, _say)
     for r in overs:
         _say('warning: ' + quota.overage_line(r))
     return 0
 
 
-def do_unset(args, store, placement, classes) -> int:
+def do_unset(args, store, placement, classes, _say) -> int:
     registered = store.registered()
     if args.default:
         users = {}
@@ -207,52 +147,7 @@ def do_unset(args, store, placement, classes) -> int:
     return 0
 
 
-def do_show(args, store, placement, classes) -> int:
-    registered = store.registered()
-    _say('Defaults (registered limits, service %s, region %s):'
-         % (store.service_id, store.region_id or '-'))
-    for c in classes:
-        reg = registered.get(c.resource_name)
-        _say('  %-40s %-24s %s' % (c.resource_name, c.label,
-                                   quota.limit_text(
-                                       reg.default_limit if reg else None)))
-    names = {c.resource_name for c in classes}
-    if args.project:
-        projects = [store.find_project(args.project)]
-    else:
-        ids = sorted({lim.project_id for lim in store.project_limits()
-                      if lim.resource_name in names})
-        projects = [_project_or_id(store, i) for i in ids]
-    rows = []
-    for project in projects:
-        limits = {lim.resource_name: lim.resource_limit
-                  for lim in store.project_limits(project.id)}
-        usage = _usage(placement, project.id)
-        for c in classes:
-            reg = registered.get(c.resource_name)
-            r = quota.row(project.name, c, limits.get(c.resource_name),
-                          reg.default_limit if reg else None,
-                          usage.get(c.resource_class, 0))
-            if args.project or args.model or r.source == 'project':
-                rows.append(r)
-    _say('')
-    for line in quota.render(rows):
-        _say(line)
-    if not args.project:
-        _say('(projects with a GPU project limit; any other project has '
-             'the defaults: pass --project P to see its usage)')
-    for r in rows:
-        if r.over:
-            _say('warning: ' + quota.overage_line(r))
-    if 'servers' not in registered:
-        _say("warning: no registered limit for 'servers': Nova with "
-             'unified limits and its default [quota] '
-             'unified_limits_resource_strategy = require refuses every '
-             'server until one exists.')
-    return 0
-
-
-def _project_or_id(store, project_id: str):
+def _project_or_id(store, project_id: str, _say):
     """The project of a limit; one Keystone no longer has, by its id."""
     try:
         return store.find_project(project_id)
@@ -262,7 +157,7 @@ def _project_or_id(store, project_id: str):
         return argparse.Namespace(id=project_id, name=project_id)
 
 
-def do_check(args, conn, store) -> int:
+def do_check(args, conn, store, _say) -> int:
     """Legacy quotas the switch to unified limits would lose."""
     from openstack import exceptions as os_exc
     if args.project:
@@ -308,31 +203,171 @@ def do_check(args, conn, store) -> int:
     _say('%d legacy limit(s) would be lost.  Copy them before the switch '
          '(on a host with nova.conf, as nova-manage reads the database and '
          '[keystone_authtoken]):' % len(lost))
-    for command in quota_migration.commands(lost, store.region_id):
-        _say('  ' + command)
+    for line in quota_migration.commands(lost, store.region_id):
+        _say('  ' + line)
     return 1
 
 
-ACTIONS = {'set': do_set, 'unset': do_unset, 'show': do_show}
+def add_limits_service_args(parser) -> None:
+    """Where the limits live: Nova's endpoint and region."""
+    parser.add_argument('--endpoint-id', metavar='<id>',
+                        help="Nova's [oslo_limit] endpoint_id (default: "
+                             'the compute service of the catalog).')
+    parser.add_argument('--region', metavar='<region>',
+                        help="Region of the limits (default: the compute "
+                             "endpoints' one region).")
 
 
-def run(args: argparse.Namespace, conf: cfg.ConfigOpts,
-        conn_factory=None, placement_factory=None) -> int:
-    if args.quota_action == 'set':
-        args.limit = quota.parse_limit(args.limit)
-    conn, placement = ops_common.connections(args, conf, conn_factory,
-                                             placement_factory)
-    if args.quota_action == 'check':
-        return do_check(args, conn, quota_keystone.LimitStore(
-            conn, args.endpoint_id, args.region))
-    classes = _classes(placement, args)
+def add_selector_args(parser, change: bool) -> None:
+    """--project/--default, --model, --kind of set, unset and show."""
+    who = parser.add_mutually_exclusive_group(required=change)
+    who.add_argument('--project', metavar='<project>',
+                     help='Keystone project name or id.')
+    if change:
+        who.add_argument('--default', action='store_true',
+                         help='The cloud-wide default (registered limit) '
+                              'instead of one project.')
+    parser.add_argument(
+        '--model', required=change, metavar='<model>',
+        help='GPU model (A100 matches A100_80GB_PCIE) or a resource class '
+             '(CUSTOM_GPU_L4).')
+    parser.add_argument('--kind', choices=KINDS,
+                        help='Only this way of offering the model.')
+    add_limits_service_args(parser)
+
+
+def gpu_classes(client, args) -> list:
+    """The GPU classes of ``args``; none at all is a typed error."""
+    classes = _classes(client.placement, args)
     if not classes:
         raise exception.InvalidArgument(
             'Placement has no GPU resource class%s: configure the hosts '
             'with gpu-nova-ext nova-conf first.'
             % (' of kind %s' % args.kind if args.kind else ''))
-    store = quota_keystone.LimitStore(conn, args.endpoint_id, args.region)
-    rc = ACTIONS[args.quota_action](args, store, placement, classes)
-    if args.quota_action != 'show':
-        print(ENFORCED_BY, file=sys.stderr)
-    return rc
+    return classes
+
+
+class _Change(command.Command):
+    """set and unset: one project's limit or the default, then a note."""
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        add_selector_args(parser, change=True)
+        return parser
+
+    def take_action(self, parsed_args):
+        client = self.app.client_manager.gpu
+        classes = gpu_classes(client, parsed_args)
+        store = quota_keystone.LimitStore(client.conn,
+                                          parsed_args.endpoint_id,
+                                          parsed_args.region)
+        self.change(parsed_args, store, client.placement, classes, self.say)
+        self.app.stderr.write(ENFORCED_BY + '\n')
+
+
+class SetQuota(_Change):
+    """Set a project's GPU limit of a model, or the cloud-wide default."""
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        parser.add_argument('--limit', required=True, metavar='<n>',
+                            help='GPUs (vGPUs) of the model; -1 for '
+                                 'unlimited.')
+        return parser
+
+    def take_action(self, parsed_args):
+        parsed_args.limit = quota.parse_limit(parsed_args.limit)
+        return super().take_action(parsed_args)
+
+    change = staticmethod(do_set)
+
+
+class UnsetQuota(_Change):
+    """Remove a project limit (the default applies again) or a default."""
+
+    change = staticmethod(do_unset)
+
+
+class ShowQuota(command.Lister):
+    """Show the GPU limits and usage per project and model.
+
+    The registered limits (project ``(default)``), then each project with
+    a GPU project limit, or the one of --project.
+    """
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        add_selector_args(parser, change=False)
+        return parser
+
+    def take_action(self, parsed_args):
+        args = parsed_args
+        client = self.app.client_manager.gpu
+        classes = gpu_classes(client, args)
+        store = quota_keystone.LimitStore(client.conn, args.endpoint_id,
+                                          args.region)
+        registered = store.registered()
+        warn = self.app.stderr.write
+        out = []
+        for c in classes:
+            reg = registered.get(c.resource_name)
+            out.append(('(default)', c.model, c.kind, c.resource_name,
+                        reg.default_limit if reg else None, 'registered',
+                        None, None))
+        names = {c.resource_name for c in classes}
+        if args.project:
+            projects = [store.find_project(args.project)]
+        else:
+            ids = sorted({lim.project_id for lim in store.project_limits()
+                          if lim.resource_name in names})
+            projects = [_project_or_id(store, i, lambda line: warn(
+                line + '\n')) for i in ids]
+        rows = []
+        for project in projects:
+            limits = {lim.resource_name: lim.resource_limit
+                      for lim in store.project_limits(project.id)}
+            usage = _usage(client.placement, project.id)
+            for c in classes:
+                reg = registered.get(c.resource_name)
+                r = quota.row(project.name, c, limits.get(c.resource_name),
+                              reg.default_limit if reg else None,
+                              usage.get(c.resource_class, 0))
+                if args.project or args.model or r.source == 'project':
+                    rows.append(r)
+        out += [(r.project, r.gpu.model, r.gpu.kind, r.gpu.resource_name,
+                 r.limit, r.source, r.usage, r.over) for r in rows]
+        if not args.project:
+            warn('note: the projects with a GPU project limit are shown; '
+                 'any other project has the defaults (pass --project P to '
+                 'see its usage)\n')
+        for r in rows:
+            if r.over:
+                warn('warning: %s\n' % quota.overage_line(r))
+        if 'servers' not in registered:
+            warn("warning: no registered limit for 'servers': Nova with "
+                 'unified limits and its default [quota] '
+                 'unified_limits_resource_strategy = require refuses every '
+                 'server until one exists.\n')
+        return SHOW_COLUMNS, out
+
+
+class CheckQuota(command.Command):
+    """What switching Nova to unified limits would lose.
+
+    The legacy quotas (Nova's database) that Keystone does not hold yet,
+    and the nova-manage commands that copy them.  Exit code 1 when
+    something would be lost.
+    """
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        parser.add_argument('--project', metavar='<project>',
+                            help='Only this Keystone project (name or id); '
+                                 'default: every project.')
+        add_limits_service_args(parser)
+        return parser
+
+    def take_action(self, parsed_args):
+        conn = self.app.client_manager.gpu.conn
+        return do_check(parsed_args, conn, quota_keystone.LimitStore(
+            conn, parsed_args.endpoint_id, parsed_args.region), self.say)

@@ -1,0 +1,186 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""``openstack gpu host drain|undrain``: a GPU host out of scheduling for
+a driver upgrade, and back in once its agent reports the new driver.
+
+Each move of ``drain --migrate`` is said as it ends; the servers that stay
+are listed last, each with why.  The moves follow the ``[remediation]``
+options of ``--config-file`` (concurrency, timeouts).
+"""
+from gpu_nova_ext.cmd import ops_common
+from gpu_nova_ext import exception
+from gpu_nova_ext.operator import audit
+from gpu_nova_ext.operator import live_state
+from gpu_nova_ext.operator import nova_actions
+from gpu_nova_ext.operator import remediate
+from gpu_nova_ext.operator import remediation_policy as policy
+from gpu_nova_ext.operator import rollout
+from gpu_nova_ext.osc import command
+
+REASON_PREFIX = 'gpu-nova-ext drain: '
+
+
+def _summary(decisions) -> str:
+    return ', '.join('%d to %s' % (n, a) for a, n in sorted(
+        policy.summary(decisions).items())) or 'nothing to do'
+
+
+class _HostCommand(command.Command):
+    """drain and undrain: one compute host, gpu-nova-ext's options."""
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        parser.add_argument('host', metavar='<host>',
+                            help='Compute host (as nova-compute reports '
+                                 'it).')
+        command.add_config_arg(parser)
+        return parser
+
+    def begin(self, args):
+        """(client, conf, the host's nova-compute service)."""
+        client = self.app.client_manager.gpu
+        conf = client.load_conf(args.config_file)
+        return client, conf, nova_actions.compute_service(client.conn,
+                                                          args.host)
+
+
+class DrainHost(_HostCommand):
+    """Disable a GPU host's nova-compute, optionally moving its servers.
+
+    Disables the nova-compute service of HOST with a reason (no new server
+    lands there); with --migrate, moves the servers on its GPUs away as
+    remediation does (live where Nova can, cold otherwise); with
+    --all-servers, every server of HOST, with or without a GPU.
+    """
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        parser.add_argument('--migrate', action='store_true',
+                            help='Also move the servers on its GPUs away.')
+        parser.add_argument('--all-servers', action='store_true',
+                            help='Move every server of HOST away, those '
+                                 'without a GPU too (before a reboot); '
+                                 'implies --migrate.')
+        parser.add_argument('--reason', default='GPU driver upgrade',
+                            metavar='<text>',
+                            help='Disabled reason recorded in Nova.')
+        parser.add_argument('--dry-run', action='store_true',
+                            help='Say what would be done; change nothing.')
+        return parser
+
+    def take_action(self, parsed_args):
+        args = parsed_args
+        client, conf, service = self.begin(args)
+        conn = client.conn
+        say = self.say
+        if args.dry_run:
+            say('dry run: would disable nova-compute on %s (%s)'
+                % (args.host, args.reason))
+        else:
+            nova_actions.set_service_status(
+                conn, args.host, enabled=False,
+                reason=REASON_PREFIX + args.reason)
+            say('disabled nova-compute on %s (was %s): %s' % (
+                args.host, service.status, args.reason))
+        if not (args.migrate or args.all_servers):
+            return 0
+        remediator = remediate.Remediator(conf, conn, client.placement,
+                                          report=say, dry_run=args.dry_run)
+        trigger = policy.Trigger(host=args.host,
+                                 reason='drain: ' + args.reason,
+                                 source='drain')
+        decisions = remediator.plan(trigger, policy_name='migrate')
+        say('%s: %d server(s) on its GPUs: %s' % (
+            args.host, len(decisions), _summary(decisions)))
+        if args.all_servers:
+            others = policy.decide(
+                trigger, nova_actions.host_servers(
+                    conn, args.host, {d.server for d in decisions}),
+                'migrate', compute_up=nova_actions.service_up(service))
+            say('%s: %d other server(s): %s' % (
+                args.host, len(others), _summary(others)))
+            decisions += others
+        results = remediator.execute(trigger, decisions)
+        self._say_what_stays(args, results)
+        return ops_common.check_results(results, 'drain of %s' % args.host)
+
+    def _say_what_stays(self, args, results) -> None:
+        """The servers left on the host, and what that means for a reboot."""
+        say = self.say
+        stay = [r for r in results
+                if r.outcome not in ('moved',) and not (
+                    args.dry_run and r.outcome.startswith('would-'))]
+        if stay:
+            say('stays on %s: %d server(s): %s' % (
+                args.host, len(stay), '; '.join(
+                    '%s (%s): %s' % (r.decision.server,
+                                     r.decision.name or '-',
+                                     r.error or r.decision.reason)
+                    for r in stay)))
+        if not args.all_servers:
+            say('note: servers without a GPU were not looked at: a reboot '
+                'of %s stops them (gpu host drain --all-servers moves them '
+                'too).' % args.host)
+        elif stay:
+            say('note: a reboot of %s stops the servers that stay.'
+                % args.host)
+        elif not args.dry_run:
+            say('%s holds no server: it can be rebooted.' % args.host)
+
+
+class UndrainHost(_HostCommand):
+    """Re-enable a drained GPU host once it runs the expected driver.
+
+    Only when every GPU of HOST runs driver branch BRANCH, as its
+    gpu-nova-agent reads it (the live GPU state, heard on transport_url of
+    --config-file), and Placement's CUSTOM_GPU_DRIVER_<BRANCH> traits say
+    so too.  Otherwise it names each GPU that lags and what still has to
+    change, and exits 2.
+    """
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        parser.add_argument('--expect-driver', required=True,
+                            metavar='<branch>',
+                            help='Driver branch (550) or version '
+                                 '(550.54.15) every GPU must run.')
+        parser.add_argument(
+            '--state-wait', type=float, default=None, metavar='<seconds>',
+            help="Listen this long for the agents' GPU state (default: "
+                 '[remediation] state_wait).')
+        return parser
+
+    def take_action(self, parsed_args):
+        args = parsed_args
+        client, conf, service = self.begin(args)
+        conn = client.conn
+        expected = rollout.branch(args.expect_driver)
+        wait = (conf.remediation.state_wait if args.state_wait is None
+                else live_state.check_state_wait(args.state_wait))
+        states = live_state.live_states(conf, wait)
+        check = rollout.undrain_check(audit.collect(client.placement),
+                                      states.get(args.host), args.host,
+                                      expected)
+        if check.problems:
+            raise exception.UndrainRefused(
+                host=args.host, reason='expected driver branch %s, but %s'
+                % (expected, '; '.join(check.problems)),
+                fix='Still to do: %s; then run gpu host undrain again.'
+                % '; '.join('%d. %s' % (n, step)
+                            for n, step in enumerate(check.todo, 1)))
+        nova_actions.set_service_status(conn, args.host, enabled=True)
+        self.say('enabled nova-compute on %s (was %s%s): every GPU runs '
+                 'driver branch %s (agent state and Placement)' % (
+                     args.host, service.status,
+                     ': %s' % service.disabled_reason
+                     if service.disabled_reason else '', expected))

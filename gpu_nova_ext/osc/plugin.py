@@ -1,0 +1,52 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The OpenStackClient plugin of gpu-nova-ext: ``openstack gpu ...``.
+
+Registered under ``openstack.cli.extension`` (setup.cfg), as every
+OpenStack service's client plugin is; its commands are the
+``openstack.gpu.v1`` entry points.  The client they get
+(``self.app.client_manager.gpu``) is a
+:class:`~gpu_nova_ext.osc.client.GpuClient` over osc-lib's authenticated
+session: Nova and Keystone through openstacksdk, Placement through our
+Placement client, every one found in the service catalog of the cloud of
+clouds.yaml (or ``OS_*``), so no configuration file is needed.
+
+OpenStackClient imports this module for every ``openstack`` command: it
+imports nothing heavy.
+"""
+from osc_lib import utils
+
+API_NAME = 'gpu'
+API_VERSION_OPTION = 'os_gpu_api_version'
+DEFAULT_API_VERSION = '1'
+#: the command groups (openstack.gpu.v1); Placement's microversion is
+#: negotiated by the client, not chosen here
+API_VERSIONS = ('1',)
+
+
+def make_client(instance):
+    """The ``gpu`` client of osc-lib's ClientManager ``instance``."""
+    from gpu_nova_ext.osc import client
+    return client.GpuClient(instance)
+
+
+def build_option_parser(parser):
+    """``--os-gpu-api-version``, as other plugins add theirs."""
+    parser.add_argument(
+        '--os-gpu-api-version', metavar='<gpu-api-version>',
+        default=utils.env('OS_GPU_API_VERSION'),
+        help='gpu-nova-ext command API version, default=%s (Env: '
+             'OS_GPU_API_VERSION). The Placement microversion each '
+             'command needs is checked against what Placement serves.'
+             % DEFAULT_API_VERSION)
+    return parser
