@@ -117,8 +117,11 @@ class TestRemediation(testtools.TestCase):
         lines = out.splitlines()
         header = next(i for i, line in enumerate(lines)
                       if line.startswith('MOVED SERVER'))
-        rows = {line.split()[0]: line for line in lines[header + 2:]
-                if line.strip() and not line.startswith('HOST')}
+        body = lines[header + 1:]
+        body = body[:body.index('')] if '' in body else body
+        rows = {line.split()[0]: line for line in body}
+        self.assertEqual({'pinned-1', 'train-1', 'train-2', 'big-1'},
+                         set(rows))
         self.assertEqual(['cmp-a100-1', '0000:3b:00.0', 'cmp-a100-2',
                           '0000:3b:00.0', 'live-migrate'],
                          rows['train-1'].split()[1:])
