@@ -15,8 +15,9 @@
     python -m gpu_nova_ext.tests.cloud.devcloud start|stop|status [--dir D]
 
 ``start`` brings up, each as its own process group: a RabbitMQ node of
-its own, Keystone, Placement, nova-api and Glance behind gunicorn (Glance
-as its own ``glance-api``), nova-conductor, nova-scheduler with two forked
+its own, Keystone, Placement, nova-api, Glance and Neutron's API behind
+gunicorn (Neutron with ML2 and no agents, :mod:`.neutron_api`),
+nova-conductor, nova-scheduler with two forked
 workers loading gpu-nova-ext's filters and weighers from nova.conf, two
 nova-compute hosts on Nova's fakelibvirt (:mod:`.compute`) and one
 gpu-nova-agent per host.  It returns when every service answers, writes a
@@ -54,6 +55,9 @@ REGION = 'RegionOne'
 START_TIMEOUT = float(os.environ.get('GPU_NOVA_EXT_CLOUD_TIMEOUT', '240'))
 AGENT_INTERVAL = 5.0
 IMAGE_NAME = 'tiny-raw'
+# Neutron's API module, loaded as a file (see Starter.neutron)
+NEUTRON_API = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                           'neutron_api.py')
 
 SCHEDULER_FILTERS = [
     'ComputeFilter', 'ComputeCapabilitiesFilter', 'ImagePropertiesFilter',
@@ -291,7 +295,7 @@ class Starter:
         c = cloud
         ports = {k: free_port() for k in (
             'rabbit', 'rabbit_dist', 'keystone', 'placement', 'nova_api',
-            'glance')}
+            'glance', 'neutron')}
         self.info = c.info = {
             'dir': c.dir,
             'ports': ports,
@@ -302,6 +306,7 @@ class Starter:
             'placement_url': 'http://127.0.0.1:%d' % ports['placement'],
             'nova_url': 'http://127.0.0.1:%d/v2.1' % ports['nova_api'],
             'glance_url': 'http://127.0.0.1:%d' % ports['glance'],
+            'neutron_url': 'http://127.0.0.1:%d' % ports['neutron'],
             'admin_password': secrets.token_hex(8),
             'member_password': secrets.token_hex(8),
             'service_password': secrets.token_hex(8),
@@ -325,7 +330,7 @@ class Starter:
         self.save()
         # what does not depend on each other starts side by side
         parallel(self.rabbitmq, self.keystone_and_identity, self.placement,
-                 self.glance, self.nova_databases)
+                 self.glance, self.neutron, self.nova_databases)
         self.nova_services()
         self.computes()
         self.clouds_yaml()
@@ -386,7 +391,7 @@ class Starter:
         admin_role = ident.find_role('admin')
         member_role = ident.find_role('member')
         service = ident.create_project(name='service', domain_id='default')
-        for user in ('nova', 'placement', 'glance'):
+        for user in ('nova', 'placement', 'glance', 'neutron'):
             u = ident.create_user(name=user, domain_id='default',
                                   password=info['service_password'])
             ident.assign_project_role_to_user(service, u, admin_role)
@@ -398,7 +403,8 @@ class Starter:
         for name, kind, url in (
                 ('nova', 'compute', info['nova_url']),
                 ('placement', 'placement', info['placement_url']),
-                ('glance', 'image', info['glance_url'])):
+                ('glance', 'image', info['glance_url']),
+                ('neutron', 'network', info['neutron_url'])):
             svc = ident.create_service(name=name, type=kind)
             for interface in ('public', 'internal', 'admin'):
                 ep = ident.create_endpoint(
@@ -472,6 +478,55 @@ class Starter:
         gunicorn(c, 'glance', 'glance.wsgi.api:application',
                  info['ports']['glance'], env)
         c.wait_for('glance', lambda: http_ok(info['glance_url']), 'answer')
+
+    # --- Neutron ---------------------------------------------------------
+
+    def neutron(self) -> None:
+        """Neutron's API: ML2, no agents, no networks (``--nic none``).
+
+        nova-api asks it for every server's ports and security groups.
+        The schema comes from Neutron's models, then is stamped at the
+        migrations' heads (:mod:`.neutron_api` says why).
+        """
+        c, info = self.cloud, self.info
+        qdir = os.path.join(c.etc, 'neutron')
+        os.makedirs(os.path.join(c.data, 'neutron', 'locks'), exist_ok=True)
+        os.makedirs(qdir, exist_ok=True)
+        # found beside neutron.conf (api_paste_config is deprecated)
+        shutil.copy(os.path.join(sys.prefix, 'etc', 'neutron',
+                                 'api-paste.ini'),
+                    os.path.join(qdir, 'api-paste.ini'))
+        db = 'sqlite:///%s/neutron.db' % c.data
+        conf = self.write('neutron/neutron.conf', ini({
+            'DEFAULT': {'use_stderr': 'true',
+                        'core_plugin': 'ml2', 'service_plugins': '',
+                        'auth_strategy': 'keystone',
+                        'bind_host': '127.0.0.1',
+                        'bind_port': info['ports']['neutron'],
+                        # its notifier's bus: the cloud's, never another
+                        'transport_url': info['transport_url']},
+            'database': {'connection': db},
+            'ml2': {'type_drivers': 'flat', 'project_network_types': '',
+                    'mechanism_drivers': '', 'extension_drivers': ''},
+            'keystone_authtoken': auth_section(info, 'neutron'),
+            # port events to Nova, as devstack writes it
+            'nova': ks_section(info, 'nova'),
+            'oslo_concurrency': {
+                'lock_path': os.path.join(c.data, 'neutron', 'locks')},
+        }))
+        # run as a file, not as gpu_nova_ext.tests.cloud.neutron_api: the
+        # tests package forbids eventlet, which Neutron's WSGI code imports
+        c.run('neutron-schema', [sys.executable, NEUTRON_API,
+                                 'create-schema', db])
+        c.run('neutron-db-manage', [
+            os.path.join(BIN, 'neutron-db-manage'), '--config-file', conf,
+            'stamp', 'heads'])
+        gunicorn(c, 'neutron', 'neutron_api:application()',
+                 info['ports']['neutron'],
+                 {'OS_NEUTRON_CONFIG_DIR': qdir,
+                  'OS_NEUTRON_CONFIG_FILES': 'neutron.conf'},
+                 pythonpath=os.path.dirname(NEUTRON_API))
+        c.wait_for('neutron', lambda: http_ok(info['neutron_url']), 'answer')
 
     # --- GPU hosts: descriptions, agent files, nova-conf drop-ins --------
 
@@ -559,6 +614,9 @@ class Starter:
             'keystone_authtoken': auth_section(info, 'nova'),
             'placement': ks_section(info, 'nova'),
             'glance': {'region_name': REGION},
+            # nova-api asks Neutron for servers' ports and security groups
+            # (devstack's [neutron] section, with the nova service user)
+            'neutron': ks_section(info, 'nova'),
             'cinder': {'os_region_name': REGION},
             'oslo_concurrency': {'lock_path': os.path.join(ndir, 'locks')},
             'scheduler': {'workers': 2,
@@ -703,12 +761,13 @@ def nova_env() -> dict:
 
 
 def gunicorn(cloud: Cloud, name: str, app: str, port: int,
-             env: dict) -> None:
+             env: dict, pythonpath: str | None = None) -> None:
     """Serve a WSGI application with gunicorn (threads, one worker).
 
     Settings come from a ``gunicorn.conf.py`` in the service's own
     directory, its working directory: the OpenStack applications parse
     ``sys.argv`` with oslo.config, so gunicorn's command line stays bare.
+    ``pythonpath``: a directory to import ``app`` from.
     """
     home = os.path.join(cloud.etc, 'gunicorn-' + name)
     os.makedirs(home, exist_ok=True)
@@ -720,6 +779,8 @@ def gunicorn(cloud: Cloud, name: str, app: str, port: int,
                 # one control socket per server, not one in $HOME for all
                 ('control_socket_disable', True)):
             f.write('%s = %r\n' % (key, value))
+        if pythonpath:
+            f.write('pythonpath = %r\n' % pythonpath)
     cloud.spawn(name, [os.path.join(BIN, 'gunicorn')], env, cwd=home)
 
 
