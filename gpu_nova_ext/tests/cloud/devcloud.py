@@ -390,11 +390,16 @@ class Starter:
         ident = conn.identity
         admin_role = ident.find_role('admin')
         member_role = ident.find_role('member')
+        # keystone-manage bootstrap makes it; Neutron's token middleware
+        # accepts a service token (nova-api sends its own with the user's)
+        # only with this role, as devstack grants it
+        service_role = ident.find_role('service')
         service = ident.create_project(name='service', domain_id='default')
         for user in ('nova', 'placement', 'glance', 'neutron'):
             u = ident.create_user(name=user, domain_id='default',
                                   password=info['service_password'])
-            ident.assign_project_role_to_user(service, u, admin_role)
+            for role in (admin_role, service_role):
+                ident.assign_project_role_to_user(service, u, role)
         member = ident.create_project(name='demo', domain_id='default')
         u = ident.create_user(name='demo', domain_id='default',
                               password=info['member_password'])

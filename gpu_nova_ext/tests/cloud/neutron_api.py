@@ -21,12 +21,13 @@ Two things Neutron 29 itself does not do for a cloud on SQLite:
   stamp heads`` follows, so the database says it is at the migrations'
   heads.
 * gunicorn serves ``neutron_api:application()`` (this directory on its
-  ``pythonpath``): every model imported first, then Neutron's WSGI entry
-  point (``neutron.wsgi.api``, which reads ``OS_NEUTRON_CONFIG_DIR`` and
-  ``OS_NEUTRON_CONFIG_FILES``).  Without every model imported, the ORM
-  mappers lack the relationships other plugins' models add (``GET
-  /v2.0/ports`` ends in "type object 'Port' has no attribute
-  'port_forwardings'"); ``neutron-server`` used to import them.
+  ``pythonpath``): every model imported and the ORM mappers configured
+  first, then Neutron's WSGI entry point (``neutron.wsgi.api``, which
+  reads ``OS_NEUTRON_CONFIG_DIR`` and ``OS_NEUTRON_CONFIG_FILES``).
+  Otherwise ``Port`` lacks the relationships other models add as
+  backrefs until some query configures the mappers: ``GET /v2.0/ports``
+  as the first request (nova-api's, for a server's security groups) ends
+  in "type object 'Port' has no attribute 'port_forwardings'".
 
 This file is loaded as a file, never as
 ``gpu_nova_ext.tests.cloud.neutron_api``: the tests package forbids
@@ -40,6 +41,8 @@ import sys
 def application():
     """Neutron's API WSGI application, every model mapped first."""
     from neutron.db.migration.models import head  # noqa: F401
+    from sqlalchemy import orm
+    orm.configure_mappers()
     from neutron.wsgi import api
     return api.application
 
