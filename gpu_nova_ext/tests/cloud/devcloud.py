@@ -750,6 +750,12 @@ class Starter:
                        lambda: host in {h.name for h in
                                         conn.compute.hypervisors()},
                        'appear as a hypervisor')
+            # flavors are checked against what Placement offers
+            c.wait_for('nova-compute-' + host,
+                       lambda: gpu_providers(conn, host) == len(
+                           cloud_hosts.HOSTS[host]['gpus']),
+                       'report its %d GPUs as providers in Placement'
+                       % len(cloud_hosts.HOSTS[host]['gpus']))
             c.wait_for('gpu-nova-agent-' + host,
                        lambda: agent_reported(conn, host),
                        'report its GPUs to Placement')
@@ -870,6 +876,25 @@ def admin_connection(info: dict):
         password=info['admin_password'], project_name='admin',
         user_domain_name='Default', project_domain_name='Default',
         region_name=REGION)
+
+
+def gpu_providers(conn, host: str) -> int:
+    """Providers with inventory below the host's compute node (GPUs)."""
+    rps = list(conn.placement.resource_providers(name=host))
+    if not rps:
+        return 0
+    tree = conn.placement.get(
+        '/resource_providers?in_tree=%s' % rps[0].id,
+        microversion='1.14').json()['resource_providers']
+    count = 0
+    for rp in tree:
+        if rp['uuid'] == rps[0].id:
+            continue
+        inventories = conn.placement.get(
+            '/resource_providers/%s/inventories' % rp['uuid'],
+            microversion='1.14').json()['inventories']
+        count += bool(inventories)
+    return count
 
 
 def agent_reported(conn, host: str) -> bool:
