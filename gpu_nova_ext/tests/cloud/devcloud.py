@@ -613,9 +613,9 @@ class Starter:
             'wsgi': {'api_paste_config':
                      os.path.join(c.etc, 'nova', 'api-paste.ini')},
             'api_database': {
-                'connection': 'sqlite:///%s/nova_api.db' % c.data},
+                'connection': nova_db(c, 'nova_api')},
             'database': {
-                'connection': 'sqlite:///%s/nova_cell1.db' % c.data},
+                'connection': nova_db(c, 'nova_cell1')},
             'keystone_authtoken': auth_section(info, 'nova'),
             'placement': ks_section(info, 'nova'),
             'glance': {'region_name': REGION},
@@ -665,7 +665,7 @@ class Starter:
         c.run('nova-manage', manage + ['api_db', 'sync'], env)
         c.run('nova-manage', manage + [
             'cell_v2', 'map_cell0', '--database_connection',
-            'sqlite:///%s/nova_cell0.db' % c.data], env)
+            nova_db(c, 'nova_cell0')], env)
         c.run('nova-manage', manage + [
             'cell_v2', 'create_cell', '--name', 'cell1'], env)
         c.run('nova-manage', manage + ['db', 'sync'], env)
@@ -766,6 +766,19 @@ class Starter:
 # --- processes that tests restart too ----------------------------------
 
 
+def nova_db(cloud: Cloud, name: str) -> str:
+    """A Nova database: SQLite, shared by many processes.
+
+    Written to by nova-api, -conductor and both scheduler workers at once,
+    each waiting up to 30 s for another's write lock (sqlite3's default is
+    5 s).  SQLite still answers "database is locked" at once when two
+    transactions both want to write after reading (no wait helps there;
+    WAL mode made it more frequent): the cloud's known weakness on a
+    loaded machine, see doc/source/cloud.rst.
+    """
+    return 'sqlite:///%s/%s.db?timeout=30' % (cloud.data, name)
+
+
 def nova_env() -> dict:
     # Nova's services on native threads, as Nova 34 runs them by default
     return {'OS_NOVA_DISABLE_EVENTLET_PATCHING': '1'}
@@ -787,6 +800,10 @@ def gunicorn(cloud: Cloud, name: str, app: str, port: int,
                 ('wsgi_app', app), ('bind', '127.0.0.1:%d' % port),
                 ('workers', 1), ('threads', 4), ('worker_class', 'gthread'),
                 ('timeout', 120), ('accesslog', '-'), ('proc_name', name),
+                # above the clients' 2 s polling (openstack ... --wait):
+                # gunicorn's 2 s default closed connections the client was
+                # reusing at that moment ("Connection reset by peer")
+                ('keepalive', 75),
                 # one control socket per server, not one in $HOME for all
                 ('control_socket_disable', True)):
             f.write('%s = %r\n' % (key, value))
