@@ -15,8 +15,9 @@
     python -m gpu_nova_ext.tests.cloud.devcloud start|stop|status [--dir D]
 
 ``start`` brings up, each as its own process group: a RabbitMQ node of
-its own, Keystone, Placement, nova-api and Glance behind gunicorn (Glance
-as its own ``glance-api``), nova-conductor, nova-scheduler with two forked
+its own, Keystone, Placement, nova-api, Glance and Neutron's API behind
+gunicorn (Neutron with ML2 and no agents, :mod:`.neutron_api`),
+nova-conductor, nova-scheduler with two forked
 workers loading gpu-nova-ext's filters and weighers from nova.conf, two
 nova-compute hosts on Nova's fakelibvirt (:mod:`.compute`) and one
 gpu-nova-agent per host.  It returns when every service answers, writes a
@@ -54,6 +55,9 @@ REGION = 'RegionOne'
 START_TIMEOUT = float(os.environ.get('GPU_NOVA_EXT_CLOUD_TIMEOUT', '240'))
 AGENT_INTERVAL = 5.0
 IMAGE_NAME = 'tiny-raw'
+# Neutron's API module, loaded as a file (see Starter.neutron)
+NEUTRON_API = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                           'neutron_api.py')
 
 SCHEDULER_FILTERS = [
     'ComputeFilter', 'ComputeCapabilitiesFilter', 'ImagePropertiesFilter',
@@ -291,7 +295,7 @@ class Starter:
         c = cloud
         ports = {k: free_port() for k in (
             'rabbit', 'rabbit_dist', 'keystone', 'placement', 'nova_api',
-            'glance')}
+            'glance', 'neutron')}
         self.info = c.info = {
             'dir': c.dir,
             'ports': ports,
@@ -302,6 +306,7 @@ class Starter:
             'placement_url': 'http://127.0.0.1:%d' % ports['placement'],
             'nova_url': 'http://127.0.0.1:%d/v2.1' % ports['nova_api'],
             'glance_url': 'http://127.0.0.1:%d' % ports['glance'],
+            'neutron_url': 'http://127.0.0.1:%d' % ports['neutron'],
             'admin_password': secrets.token_hex(8),
             'member_password': secrets.token_hex(8),
             'service_password': secrets.token_hex(8),
@@ -325,7 +330,7 @@ class Starter:
         self.save()
         # what does not depend on each other starts side by side
         parallel(self.rabbitmq, self.keystone_and_identity, self.placement,
-                 self.glance, self.nova_databases)
+                 self.glance, self.neutron, self.nova_databases)
         self.nova_services()
         self.computes()
         self.clouds_yaml()
@@ -385,11 +390,16 @@ class Starter:
         ident = conn.identity
         admin_role = ident.find_role('admin')
         member_role = ident.find_role('member')
+        # keystone-manage bootstrap makes it; Neutron's token middleware
+        # accepts a service token (nova-api sends its own with the user's)
+        # only with this role, as devstack grants it
+        service_role = ident.find_role('service')
         service = ident.create_project(name='service', domain_id='default')
-        for user in ('nova', 'placement', 'glance'):
+        for user in ('nova', 'placement', 'glance', 'neutron'):
             u = ident.create_user(name=user, domain_id='default',
                                   password=info['service_password'])
-            ident.assign_project_role_to_user(service, u, admin_role)
+            for role in (admin_role, service_role):
+                ident.assign_project_role_to_user(service, u, role)
         member = ident.create_project(name='demo', domain_id='default')
         u = ident.create_user(name='demo', domain_id='default',
                               password=info['member_password'])
@@ -398,7 +408,8 @@ class Starter:
         for name, kind, url in (
                 ('nova', 'compute', info['nova_url']),
                 ('placement', 'placement', info['placement_url']),
-                ('glance', 'image', info['glance_url'])):
+                ('glance', 'image', info['glance_url']),
+                ('neutron', 'network', info['neutron_url'])):
             svc = ident.create_service(name=name, type=kind)
             for interface in ('public', 'internal', 'admin'):
                 ep = ident.create_endpoint(
@@ -472,6 +483,55 @@ class Starter:
         gunicorn(c, 'glance', 'glance.wsgi.api:application',
                  info['ports']['glance'], env)
         c.wait_for('glance', lambda: http_ok(info['glance_url']), 'answer')
+
+    # --- Neutron ---------------------------------------------------------
+
+    def neutron(self) -> None:
+        """Neutron's API: ML2, no agents, no networks (``--nic none``).
+
+        nova-api asks it for every server's ports and security groups.
+        The schema comes from Neutron's models, then is stamped at the
+        migrations' heads (:mod:`.neutron_api` says why).
+        """
+        c, info = self.cloud, self.info
+        qdir = os.path.join(c.etc, 'neutron')
+        os.makedirs(os.path.join(c.data, 'neutron', 'locks'), exist_ok=True)
+        os.makedirs(qdir, exist_ok=True)
+        # found beside neutron.conf (api_paste_config is deprecated)
+        shutil.copy(os.path.join(sys.prefix, 'etc', 'neutron',
+                                 'api-paste.ini'),
+                    os.path.join(qdir, 'api-paste.ini'))
+        db = 'sqlite:///%s/neutron.db' % c.data
+        conf = self.write('neutron/neutron.conf', ini({
+            'DEFAULT': {'use_stderr': 'true',
+                        'core_plugin': 'ml2', 'service_plugins': '',
+                        'auth_strategy': 'keystone',
+                        'bind_host': '127.0.0.1',
+                        'bind_port': info['ports']['neutron'],
+                        # its notifier's bus: the cloud's, never another
+                        'transport_url': info['transport_url']},
+            'database': {'connection': db},
+            'ml2': {'type_drivers': 'flat', 'project_network_types': '',
+                    'mechanism_drivers': '', 'extension_drivers': ''},
+            'keystone_authtoken': auth_section(info, 'neutron'),
+            # port events to Nova, as devstack writes it
+            'nova': ks_section(info, 'nova'),
+            'oslo_concurrency': {
+                'lock_path': os.path.join(c.data, 'neutron', 'locks')},
+        }))
+        # run as a file, not as gpu_nova_ext.tests.cloud.neutron_api: the
+        # tests package forbids eventlet, which Neutron's WSGI code imports
+        c.run('neutron-schema', [sys.executable, NEUTRON_API,
+                                 'create-schema', db])
+        c.run('neutron-db-manage', [
+            os.path.join(BIN, 'neutron-db-manage'), '--config-file', conf,
+            'stamp', 'heads'])
+        gunicorn(c, 'neutron', 'neutron_api:application()',
+                 info['ports']['neutron'],
+                 {'OS_NEUTRON_CONFIG_DIR': qdir,
+                  'OS_NEUTRON_CONFIG_FILES': 'neutron.conf'},
+                 pythonpath=os.path.dirname(NEUTRON_API))
+        c.wait_for('neutron', lambda: http_ok(info['neutron_url']), 'answer')
 
     # --- GPU hosts: descriptions, agent files, nova-conf drop-ins --------
 
@@ -553,12 +613,15 @@ class Starter:
             'wsgi': {'api_paste_config':
                      os.path.join(c.etc, 'nova', 'api-paste.ini')},
             'api_database': {
-                'connection': 'sqlite:///%s/nova_api.db' % c.data},
+                'connection': nova_db(c, 'nova_api')},
             'database': {
-                'connection': 'sqlite:///%s/nova_cell1.db' % c.data},
+                'connection': nova_db(c, 'nova_cell1')},
             'keystone_authtoken': auth_section(info, 'nova'),
             'placement': ks_section(info, 'nova'),
             'glance': {'region_name': REGION},
+            # nova-api asks Neutron for servers' ports and security groups
+            # (devstack's [neutron] section, with the nova service user)
+            'neutron': ks_section(info, 'nova'),
             'cinder': {'os_region_name': REGION},
             'oslo_concurrency': {'lock_path': os.path.join(ndir, 'locks')},
             'scheduler': {'workers': 2,
@@ -602,7 +665,7 @@ class Starter:
         c.run('nova-manage', manage + ['api_db', 'sync'], env)
         c.run('nova-manage', manage + [
             'cell_v2', 'map_cell0', '--database_connection',
-            'sqlite:///%s/nova_cell0.db' % c.data], env)
+            nova_db(c, 'nova_cell0')], env)
         c.run('nova-manage', manage + [
             'cell_v2', 'create_cell', '--name', 'cell1'], env)
         c.run('nova-manage', manage + ['db', 'sync'], env)
@@ -687,6 +750,12 @@ class Starter:
                        lambda: host in {h.name for h in
                                         conn.compute.hypervisors()},
                        'appear as a hypervisor')
+            # flavors are checked against what Placement offers
+            c.wait_for('nova-compute-' + host,
+                       lambda: gpu_providers(conn, host) == len(
+                           cloud_hosts.HOSTS[host]['gpus']),
+                       'report its %d GPUs as providers in Placement'
+                       % len(cloud_hosts.HOSTS[host]['gpus']))
             c.wait_for('gpu-nova-agent-' + host,
                        lambda: agent_reported(conn, host),
                        'report its GPUs to Placement')
@@ -697,18 +766,32 @@ class Starter:
 # --- processes that tests restart too ----------------------------------
 
 
+def nova_db(cloud: Cloud, name: str) -> str:
+    """A Nova database: SQLite, shared by many processes.
+
+    Written to by nova-api, -conductor and both scheduler workers at once,
+    each waiting up to 30 s for another's write lock (sqlite3's default is
+    5 s).  SQLite still answers "database is locked" at once when two
+    transactions both want to write after reading (no wait helps there;
+    WAL mode made it more frequent): the cloud's known weakness on a
+    loaded machine, see doc/source/cloud.rst.
+    """
+    return 'sqlite:///%s/%s.db?timeout=30' % (cloud.data, name)
+
+
 def nova_env() -> dict:
     # Nova's services on native threads, as Nova 34 runs them by default
     return {'OS_NOVA_DISABLE_EVENTLET_PATCHING': '1'}
 
 
 def gunicorn(cloud: Cloud, name: str, app: str, port: int,
-             env: dict) -> None:
+             env: dict, pythonpath: str | None = None) -> None:
     """Serve a WSGI application with gunicorn (threads, one worker).
 
     Settings come from a ``gunicorn.conf.py`` in the service's own
     directory, its working directory: the OpenStack applications parse
     ``sys.argv`` with oslo.config, so gunicorn's command line stays bare.
+    ``pythonpath``: a directory to import ``app`` from.
     """
     home = os.path.join(cloud.etc, 'gunicorn-' + name)
     os.makedirs(home, exist_ok=True)
@@ -717,9 +800,15 @@ def gunicorn(cloud: Cloud, name: str, app: str, port: int,
                 ('wsgi_app', app), ('bind', '127.0.0.1:%d' % port),
                 ('workers', 1), ('threads', 4), ('worker_class', 'gthread'),
                 ('timeout', 120), ('accesslog', '-'), ('proc_name', name),
+                # above the clients' 2 s polling (openstack ... --wait):
+                # gunicorn's 2 s default closed connections the client was
+                # reusing at that moment ("Connection reset by peer")
+                ('keepalive', 75),
                 # one control socket per server, not one in $HOME for all
                 ('control_socket_disable', True)):
             f.write('%s = %r\n' % (key, value))
+        if pythonpath:
+            f.write('pythonpath = %r\n' % pythonpath)
     cloud.spawn(name, [os.path.join(BIN, 'gunicorn')], env, cwd=home)
 
 
@@ -804,6 +893,25 @@ def admin_connection(info: dict):
         password=info['admin_password'], project_name='admin',
         user_domain_name='Default', project_domain_name='Default',
         region_name=REGION)
+
+
+def gpu_providers(conn, host: str) -> int:
+    """Providers with inventory below the host's compute node (GPUs)."""
+    rps = list(conn.placement.resource_providers(name=host))
+    if not rps:
+        return 0
+    tree = conn.placement.get(
+        '/resource_providers?in_tree=%s' % rps[0].id,
+        microversion='1.14').json()['resource_providers']
+    count = 0
+    for rp in tree:
+        if rp['uuid'] == rps[0].id:
+            continue
+        inventories = conn.placement.get(
+            '/resource_providers/%s/inventories' % rp['uuid'],
+            microversion='1.14').json()['inventories']
+        count += bool(inventories)
+    return count
 
 
 def agent_reported(conn, host: str) -> bool:
