@@ -52,11 +52,35 @@ class TestDocs(testtools.TestCase):
             if name != 'index.rst':
                 self.assertIn('   %s\n' % name[:-4], index, name)
 
+    @staticmethod
+    def tool_environment() -> set[str]:
+        """``GPU_NOVA_EXT_*`` variables the tools and tests read."""
+        found = set()
+        for top in ('gpu_nova_ext', 'tools'):
+            for root, _dirs, files in os.walk(os.path.join(TOP, top)):
+                for name in files:
+                    # Python modules, and the tools' scripts (no suffix)
+                    if '.' in name and not name.endswith('.py'):
+                        continue
+                    with open(os.path.join(root, name),
+                              errors='replace') as f:
+                        text = f.read()
+                    found.update(re.findall(
+                        r"environ(?:\.get\(|\[)\s*'(GPU_NOVA_EXT_[A-Z_]+)'",
+                        text))
+                    found.update(re.findall(
+                        r'\$\{?(GPU_NOVA_EXT_[A-Z_]+)', text))
+        return found
+
     def test_devstack_variables_exist(self):
+        # every GPU_NOVA_EXT_* a page names is devstack's, or one a tool
+        # or test reads from its environment (tools/run cloud's own)
         with open(os.path.join(TOP, 'devstack', 'settings')) as f:
             settings = f.read()
         defined = set(re.findall(r'^(GPU_NOVA_EXT_[A-Z_]+)=', settings,
-                                 re.M))
+                                 re.M)) | self.tool_environment()
+        self.assertIn('GPU_NOVA_EXT_CLOUD_KEEP', defined)
+        self.assertNotIn('GPU_NOVA_EXT_NO_SUCH_VARIABLE', defined)
         for name, text in all_docs().items():
             for var in set(re.findall(r'GPU_NOVA_EXT_[A-Z_<>]+', text)):
                 if '<NAME>' in var:
