@@ -59,35 +59,49 @@ import tenacity
 WAIT_S = float(os.environ.get('GPU_NOVA_EXT_TEST_WAIT_S', '180'))
 #: seconds between two polls of a wait
 POLL_S = 0.05
+#: the longest pause between two polls of a wait that backs off
+#: (:func:`wait_for`'s ``backoff``): Nova's own harness polls its API
+#: every 0.5 s
+BACKOFF_MAX_S = 0.5
 #: the clock a wait's deadline is measured on
 monotonic = time.monotonic
 #: how a wait sleeps between two polls
 sleep = time.sleep
 
 
-def _retrying(interval: float, **kw) -> tenacity.Retrying:
+def _retrying(interval: float, backoff: bool = False,
+              **kw) -> tenacity.Retrying:
     end = monotonic() + WAIT_S
+    wait = (tenacity.wait_exponential(multiplier=interval,
+                                      max=BACKOFF_MAX_S)
+            if backoff else tenacity.wait_fixed(interval))
     return tenacity.Retrying(stop=lambda state: monotonic() >= end,
-                             wait=tenacity.wait_fixed(interval),
-                             sleep=sleep, **kw)
+                             wait=wait, sleep=sleep, **kw)
 
 
-def wait_for(predicate, interval: float = POLL_S):
+def wait_for(predicate, interval: float = POLL_S, backoff: bool = False):
     """Poll ``predicate`` until it returns a truthy value or the deadline.
 
     Returns its last value: truthy on success, falsy when the deadline
-    passed (the caller says what did not happen).
+    passed (the caller says what did not happen).  With ``backoff`` the
+    pause doubles after each poll, from ``interval`` up to
+    :data:`BACKOFF_MAX_S`: for a costly predicate (a call through Nova's
+    API, served by the same process and GIL as the services doing the
+    work), so a long wait does not slow down what it waits for.
     """
     return _retrying(
-        interval, retry=tenacity.retry_if_result(lambda value: not value),
+        interval, backoff,
+        retry=tenacity.retry_if_result(lambda value: not value),
         retry_error_callback=lambda state: state.outcome.result())(predicate)
 
 
-def until_passes(check, interval: float = POLL_S):
+def until_passes(check, interval: float = POLL_S, backoff: bool = False):
     """Call ``check`` until it raises no AssertionError; its result.
 
     At the deadline the last AssertionError is raised as it is.
+    ``backoff`` as for :func:`wait_for`.
     """
     return _retrying(
-        interval, retry=tenacity.retry_if_exception_type(AssertionError),
+        interval, backoff,
+        retry=tenacity.retry_if_exception_type(AssertionError),
         reraise=True)(check)

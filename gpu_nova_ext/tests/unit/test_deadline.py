@@ -68,6 +68,34 @@ class TestDeadline(testtools.TestCase):
         self.assertEqual(3, self.calls)
         self.assertEqual([deadline.POLL_S] * 2, self.clock.sleeps)
 
+    def test_backoff_doubles_the_pause_up_to_its_cap(self):
+        result = deadline.wait_for(self.polls([None] * 7 + ['up']),
+                                   backoff=True)
+        self.assertEqual('up', result)
+        self.assertEqual([0.05, 0.1, 0.2, 0.4, 0.5, 0.5, 0.5],
+                         [round(s, 6) for s in self.clock.sleeps])
+
+    def test_backoff_still_ends_at_the_deadline(self):
+        start = self.clock.now
+        self.assertIsNone(deadline.wait_for(self.polls([None]),
+                                            backoff=True))
+        waited = self.clock.now - start
+        self.assertGreaterEqual(waited, deadline.WAIT_S)
+        self.assertLess(waited, deadline.WAIT_S + 2 * deadline.BACKOFF_MAX_S)
+
+    def test_until_passes_backs_off_too(self):
+        tries = []
+
+        def check():
+            tries.append(1)
+            if len(tries) < 4:
+                raise AssertionError('not yet')
+            return 'done'
+
+        self.assertEqual('done', deadline.until_passes(check, backoff=True))
+        self.assertEqual([0.05, 0.1, 0.2],
+                         [round(s, 6) for s in self.clock.sleeps])
+
     def test_gives_up_at_the_deadline_with_the_last_value(self):
         start = self.clock.now
         self.assertEqual([], deadline.wait_for(self.polls([[]])))
