@@ -58,6 +58,18 @@ class TestDeadline(testtools.TestCase):
             return answers.pop(0) if len(answers) > 1 else answers[0]
         return predicate
 
+    @staticmethod
+    def passes_on_try(n):
+        """A check that fails its first ``n - 1`` calls, then passes."""
+        tries = []
+
+        def check():
+            tries.append(1)
+            if len(tries) < n:
+                raise AssertionError('not yet')
+            return 'done'
+        return check
+
     def test_true_at_once_sleeps_not_at_all(self):
         self.assertEqual('up', deadline.wait_for(self.polls(['up'])))
         self.assertEqual([], self.clock.sleeps)
@@ -84,14 +96,7 @@ class TestDeadline(testtools.TestCase):
         self.assertLess(waited, deadline.WAIT_S + 2 * deadline.BACKOFF_MAX_S)
 
     def test_until_passes_backs_off_too(self):
-        tries = []
-
-        def check():
-            tries.append(1)
-            if len(tries) < 4:
-                raise AssertionError('not yet')
-            return 'done'
-
+        check = self.passes_on_try(4)
         self.assertEqual('done', deadline.until_passes(check, backoff=True))
         self.assertEqual([0.05, 0.1, 0.2],
                          [round(s, 6) for s in self.clock.sleeps])
@@ -116,14 +121,7 @@ class TestDeadline(testtools.TestCase):
         self.assertLess(self.clock.now - start, 7.5 + 2 * deadline.POLL_S)
 
     def test_until_passes_returns_once_the_check_passes(self):
-        tries = []
-
-        def check():
-            tries.append(1)
-            if len(tries) < 3:
-                raise AssertionError('not yet')
-            return 'done'
-
+        check = self.passes_on_try(3)
         self.assertEqual('done', deadline.until_passes(check))
         self.assertEqual(2, len(self.clock.sleeps))
 
