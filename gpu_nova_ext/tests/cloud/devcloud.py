@@ -15,7 +15,8 @@
     python -m gpu_nova_ext.tests.cloud.devcloud start|stop|status [--dir D]
 
 ``start`` brings up, each as its own process group: a RabbitMQ node of
-its own, Keystone, Placement, nova-api, Glance and Neutron's API behind
+its own, a MariaDB server of its own (Nova's and Placement's databases),
+Keystone, Placement, nova-api, Glance and Neutron's API behind
 gunicorn (Neutron with ML2 and no agents, :mod:`.neutron_api`),
 nova-conductor, nova-scheduler with two forked
 workers loading gpu-nova-ext's filters and weighers from nova.conf, two
@@ -51,6 +52,12 @@ TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..',
 DEFAULT_DIR = os.path.join(TOP, '.cloud')
 BIN = os.path.dirname(sys.executable)
 RABBIT_SERVER = '/usr/lib/rabbitmq/bin/rabbitmq-server'
+EPMD = '/usr/bin/epmd'
+MARIADBD = '/usr/sbin/mariadbd'
+# Nova's three databases and Placement's, on the cloud's MariaDB
+MARIADB_DATABASES = ('nova_api', 'nova_cell0', 'nova_cell1', 'placement')
+# sun_path of a unix socket holds 107 bytes and a NUL
+SOCKET_PATH_MAX = 107
 REGION = 'RegionOne'
 START_TIMEOUT = float(os.environ.get('GPU_NOVA_EXT_CLOUD_TIMEOUT', '240'))
 AGENT_INTERVAL = 5.0
@@ -182,6 +189,7 @@ class Cloud:
                 self.kill(name, signal.SIGKILL)
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(os.path.join(self.pids, name + '.pid'))
+        stop_epmd(self)
         return names
 
     def _group_alive(self, name: str) -> bool:
@@ -294,8 +302,8 @@ class Starter:
         self.cloud = cloud
         c = cloud
         ports = {k: free_port() for k in (
-            'rabbit', 'rabbit_dist', 'keystone', 'placement', 'nova_api',
-            'glance', 'neutron')}
+            'rabbit', 'rabbit_dist', 'epmd', 'keystone', 'placement',
+            'nova_api', 'glance', 'neutron')}
         self.info = c.info = {
             'dir': c.dir,
             'ports': ports,
@@ -329,8 +337,8 @@ class Starter:
             os.makedirs(d, exist_ok=True)
         self.save()
         # what does not depend on each other starts side by side
-        parallel(self.rabbitmq, self.keystone_and_identity, self.placement,
-                 self.glance, self.neutron, self.nova_databases)
+        parallel(self.rabbitmq, self.keystone_and_identity, self.glance,
+                 self.neutron, self.mariadb_placement_and_nova)
         self.nova_services()
         self.computes()
         self.clouds_yaml()
@@ -343,6 +351,10 @@ class Starter:
 
     def rabbitmq(self) -> None:
         start_rabbitmq(self.cloud)
+
+    def mariadb_placement_and_nova(self) -> None:
+        start_mariadb(self.cloud)
+        parallel(self.placement, self.nova_databases)
 
     # --- Keystone ------------------------------------------------------
 
@@ -405,6 +417,7 @@ class Starter:
                               password=info['member_password'])
         ident.assign_project_role_to_user(member, u, member_role)
         info['member_project_id'] = member.id
+        info['admin_project_id'] = ident.find_project('admin').id
         for name, kind, url in (
                 ('nova', 'compute', info['nova_url']),
                 ('placement', 'placement', info['placement_url']),
@@ -416,7 +429,26 @@ class Starter:
                     service_id=svc.id, interface=interface, url=url,
                     region_id=REGION)
             info['%s_endpoint_id' % name] = ep.id
+        self.unified_limits(ident)
         self.save()
+
+    def unified_limits(self, ident) -> None:
+        """Nova counts quota in Keystone's unified limits, as devstack can.
+
+        nova-api and -conductor read limits as the nova user with the
+        reader role on the system (oslo.limit, ``[oslo_limit]``), and
+        Nova's default ``[quota] unified_limits_resource_strategy =
+        require`` refuses every server until ``servers`` has a registered
+        limit: 100 here.  GPU limits per model are ``openstack gpu quota``'s
+        (cloud ``admin``: this Keystone lets a project admin manage limits,
+        and Placement, which the command also reads, takes project-scoped
+        tokens only).
+        """
+        ident.assign_system_role_to_user(
+            ident.find_user('nova'), ident.find_role('reader'), 'all')
+        ident.create_registered_limit(
+            service_id=ident.find_service('nova').id, region_id=REGION,
+            resource_name='servers', default_limit=100)
 
     # --- Placement -----------------------------------------------------
 
@@ -429,7 +461,7 @@ class Starter:
                 'DEFAULT': {'use_stderr': 'true'},
                 'api': {'auth_strategy': 'keystone'},
                 'placement_database': {
-                    'connection': 'sqlite:///%s/placement.db' % c.data},
+                    'connection': mariadb_url(c, 'placement')},
                 'keystone_authtoken': auth_section(info, 'placement'),
             }))
         env = {'OS_PLACEMENT_CONFIG_DIR': pdir}
@@ -650,10 +682,6 @@ class Starter:
         conf = os.path.join(ndir, 'nova.conf')
         with open(conf, 'w') as f:
             f.write(ini(self.nova_conf()))
-        # the hosts' [pci] alias, for nova-api, -conductor and -scheduler
-        # (nova-compute has them from its own drop-in)
-        with open(os.path.join(ndir, 'controller.conf'), 'w') as f:
-            f.write(ini({'pci': {'alias': self.pci_aliases()}}))
         # compute hosts have no database access (no [database] sections)
         compute = self.nova_conf()
         for section in ('api_database', 'database', 'keystone_authtoken'):
@@ -675,6 +703,8 @@ class Starter:
         ndir = os.path.join(c.etc, 'nova')
         conf = os.path.join(ndir, 'nova.conf')
         controller = os.path.join(ndir, 'controller.conf')
+        with open(controller, 'w') as f:
+            f.write(ini(self.controller_conf()))
         env = nova_env()
         gunicorn(c, 'nova-api', 'nova.wsgi.osapi_compute:application',
                  info['ports']['nova_api'], dict(
@@ -685,6 +715,24 @@ class Starter:
                                    '--config-file', conf,
                                    '--config-file', controller], env)
         start_scheduler(c)
+
+    def controller_conf(self) -> dict:
+        """nova-api's, -conductor's and -scheduler's own options.
+
+        The hosts' ``[pci] alias`` (nova-compute has them from its own
+        drop-in) and unified limits (written once Keystone has Nova's
+        endpoint).
+        """
+        info = self.info
+        limits = ks_section(info, 'nova')
+        del limits['project_name'], limits['project_domain_name']
+        limits.update(system_scope='all',
+                      endpoint_id=info['nova_endpoint_id'])
+        return {
+            'pci': {'alias': self.pci_aliases()},
+            'quota': {'driver': 'nova.quota.UnifiedLimitsDriver'},
+            'oslo_limit': limits,
+        }
 
     def computes(self) -> None:
         c, info = self.cloud, self.info
@@ -767,16 +815,14 @@ class Starter:
 
 
 def nova_db(cloud: Cloud, name: str) -> str:
-    """A Nova database: SQLite, shared by many processes.
+    """A Nova database, on the cloud's MariaDB.
 
-    Written to by nova-api, -conductor and both scheduler workers at once,
-    each waiting up to 30 s for another's write lock (sqlite3's default is
-    5 s).  SQLite still answers "database is locked" at once when two
-    transactions both want to write after reading (no wait helps there;
-    WAL mode made it more frequent): the cloud's known weakness on a
-    loaded machine, see doc/source/cloud.rst.
+    Nova's API, conductor and both scheduler workers write to the same
+    databases at once; on SQLite, two transactions that both read and then
+    write made one of them fail at once with "database is locked" (no lock
+    wait helps there), which put servers in ERROR on a loaded machine.
     """
-    return 'sqlite:///%s/%s.db?timeout=30' % (cloud.data, name)
+    return mariadb_url(cloud, name)
 
 
 def nova_env() -> dict:
@@ -835,6 +881,8 @@ def rabbit_env(cloud: Cloud) -> dict:
         'RABBITMQ_MNESIA_BASE': os.path.join(d, 'mnesia'),
         'RABBITMQ_LOG_BASE': os.path.join(d, 'log'),
         'RABBITMQ_LOGS': '-',
+        # an Erlang port mapper of its own (stop_epmd ends it)
+        'ERL_EPMD_PORT': str(info['ports']['epmd']),
     }
 
 
@@ -845,6 +893,85 @@ def start_rabbitmq(cloud: Cloud) -> None:
     cloud.spawn('rabbitmq', [RABBIT_SERVER], rabbit_env(cloud))
     port = cloud.info['ports']['rabbit']
     cloud.wait_for('rabbitmq', lambda: tcp_open(port), 'listen on %d' % port)
+
+
+def stop_epmd(cloud: Cloud) -> None:
+    """End the Erlang port mapper our RabbitMQ started on its own port.
+
+    epmd leaves RabbitMQ's process group (it daemonizes), so stopping the
+    groups does not end it; it listens on the cloud's own port
+    (ERL_EPMD_PORT), so this ends ours and never another broker's.
+    """
+    port = cloud.info.get('ports', {}).get('epmd')
+    if port and os.path.exists(EPMD) and tcp_open(port):
+        subprocess.call([EPMD, '-port', str(port), '-kill'],
+                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+# --- MariaDB ---------------------------------------------------------------
+
+
+def mariadb_socket(cloud: Cloud) -> str:
+    return os.path.join(cloud.data, 'mariadb', 'mysqld.sock')
+
+
+def mariadb_url(cloud: Cloud, name: str) -> str:
+    """SQLAlchemy URL of database ``name`` (PyMySQL, the unix socket)."""
+    return 'mysql+pymysql://root@localhost/%s?unix_socket=%s&charset=utf8' % (
+        name, mariadb_socket(cloud))
+
+
+def mariadb_connect(cloud: Cloud):
+    import pymysql
+    return pymysql.connect(unix_socket=mariadb_socket(cloud), user='root',
+                           connect_timeout=5)
+
+
+def start_mariadb(cloud: Cloud) -> None:
+    """A MariaDB server of the cloud's own, on a unix socket only.
+
+    No TCP port (``--skip-networking``) and no accounts
+    (``--skip-grant-tables``): only who can open the socket in the state
+    directory (mode 0700) reaches it.  Commits are flushed to disk once a
+    second, not at each commit: a development cloud trades durability for
+    speed, as devstack's CI jobs do with their eatmydata.
+    """
+    if not os.path.exists(MARIADBD):
+        raise CloudError('mariadbd is not installed (%s): install the '
+                         'mariadb-server-core package' % MARIADBD)
+    sock = mariadb_socket(cloud)
+    if len(sock.encode()) > SOCKET_PATH_MAX:
+        raise CloudError(
+            "MariaDB's socket path %s is longer than a unix socket's %d "
+            'bytes: use a shorter state directory (--dir or '
+            'GPU_NOVA_EXT_CLOUD_DIR)' % (sock, SOCKET_PATH_MAX))
+    home = os.path.dirname(sock)
+    os.makedirs(os.path.join(home, 'db'), mode=0o700, exist_ok=True)
+    os.chmod(home, 0o700)
+    argv = [MARIADBD, '--no-defaults',
+            '--datadir=' + os.path.join(home, 'db'), '--socket=' + sock,
+            '--pid-file=' + os.path.join(home, 'mariadbd.pid'),
+            '--skip-networking', '--skip-grant-tables',
+            '--innodb-buffer-pool-size=128M',
+            '--innodb-flush-log-at-trx-commit=2', '--max-connections=500']
+    if os.getuid() == 0:
+        # mariadbd refuses to run as root unless told to
+        argv.append('--user=root')
+    cloud.spawn('mariadb', argv)
+
+    def answers():
+        mariadb_connect(cloud).close()
+        return True
+
+    cloud.wait_for('mariadb', answers, 'accept connections on ' + sock)
+    conn = mariadb_connect(cloud)
+    try:
+        with conn.cursor() as cur:
+            for name in MARIADB_DATABASES:
+                cur.execute('CREATE DATABASE IF NOT EXISTS %s '
+                            'CHARACTER SET utf8' % name)
+    finally:
+        conn.close()
 
 
 def start_scheduler(cloud: Cloud, extra_conf: str | None = None) -> None:

@@ -101,26 +101,36 @@ class CloudClient:
 
     # --- servers ---------------------------------------------------------
 
+    def openstack_json(self, *args, cloud_name: str = 'admin'):
+        """``openstack ARGS -f json`` of a command that lists or shows."""
+        argv = [os.path.join(BIN, 'openstack')] + list(args) + ['-f', 'json']
+        return json.loads(self.run(argv, cloud_name).stdout)
+
+    @staticmethod
+    def boot_argv(name: str, flavor: str, wait: bool = True) -> list:
+        """``openstack server create`` of one server, as a user types it."""
+        argv = [os.path.join(BIN, 'openstack'), '--os-compute-api-version',
+                '2.90', 'server', 'create', '--flavor', flavor, '--image',
+                devcloud.IMAGE_NAME, '--nic', 'none', '-f', 'json']
+        return argv + (['--wait'] if wait else []) + [name]
+
     def boot(self, name: str, flavor: str, cloud_name: str = 'admin',
              wait: bool = True, check: bool = True):
-        args = ['server', 'create', '--flavor', flavor, '--image',
-                devcloud.IMAGE_NAME, '--nic', 'none']
-        if wait:
-            args.append('--wait')
-        return self.openstack(*(args + [name]), cloud_name=cloud_name,
-                              check=check)
+        proc = self.run(self.boot_argv(name, flavor, wait), cloud_name,
+                        check)
+        return json.loads(proc.stdout) if proc.stdout.strip() else None
 
     def show(self, server: str) -> dict:
         return self.openstack('server', 'show', server)
 
     def wait_status(self, server: str, statuses=('ACTIVE', 'ERROR'),
                     timeout: float = COMMAND_TIMEOUT) -> dict:
+        """Poll through openstacksdk, then show it with the CLI."""
         deadline = time.monotonic() + timeout
-        while True:
-            shown = self.show(server)
-            if shown['status'] in statuses or time.monotonic() > deadline:
-                return shown
+        while (self.conn.compute.get_server(server).status not in statuses
+               and time.monotonic() < deadline):
             time.sleep(1)
+        return self.show(server)
 
     @staticmethod
     def host_of(shown: dict) -> str | None:
@@ -140,10 +150,17 @@ class CloudClient:
         return names
 
     def delete_servers(self, prefix: str) -> None:
-        ids = [s['ID'] for s in self.openstack(
-            'server', 'list', '--all-projects', '--name', '^' + prefix)]
-        if ids:
-            self.openstack('server', 'delete', '--wait', *ids)
+        """Delete every project's servers named ``prefix...``; wait.
+
+        Clean-up, through openstacksdk (no CLI start per call).
+        """
+        compute = self.conn.compute
+        servers = list(compute.servers(all_projects=True,
+                                       name='^' + prefix))
+        for server in servers:
+            compute.delete_server(server)
+        for server in servers:
+            compute.wait_for_delete(server, wait=COMMAND_TIMEOUT)
 
     # --- the agents' simulated GPUs --------------------------------------
 
@@ -200,17 +217,22 @@ class CloudClient:
     # --- flavors, made as an operator makes them -------------------------
 
     def make_flavors(self) -> None:
+        """The tests' flavors; those a cloud already has are kept."""
+        have = {f.name for f in self.conn.compute.flavors()}
         small = ['--vcpus', '1', '--ram', '512', '--disk', '1']
-        self.openstack('gpu', 'flavor', 'create', VGPU_FLAVOR, '--model',
-                       A100, *small)
-        self.openstack('gpu', 'flavor', 'create', PCI_FLAVOR, '--mode',
-                       'passthrough', '--model', 'L4', *small)
+        if VGPU_FLAVOR not in have:
+            self.openstack('gpu', 'flavor', 'create', VGPU_FLAVOR, '--model',
+                           A100, *small)
+        if PCI_FLAVOR not in have:
+            self.openstack('gpu', 'flavor', 'create', PCI_FLAVOR, '--mode',
+                           'passthrough', '--model', 'L4', *small)
         # an A100 vGPU flavor that asks for another model: Placement offers
         # the A100 host, GpuModelFilter refuses it
-        self.openstack('gpu', 'flavor', 'create', IMPOSSIBLE_FLAVOR,
-                       '--model', A100, *small)
-        self.openstack('flavor', 'set', '--property', 'gpu:model=L4',
-                       IMPOSSIBLE_FLAVOR)
+        if IMPOSSIBLE_FLAVOR not in have:
+            self.openstack('gpu', 'flavor', 'create', IMPOSSIBLE_FLAVOR,
+                           '--model', A100, *small)
+            self.openstack('flavor', 'set', '--property', 'gpu:model=L4',
+                           IMPOSSIBLE_FLAVOR)
 
     # --- waiting for the workers' state, with probes ---------------------
 
@@ -218,10 +240,22 @@ class CloudClient:
         """One scheduling request (it ends in NoValidHost).
 
         A worker that has not scheduled since it started starts its state
-        listener with it.
+        listener with it.  Through openstacksdk, not the CLI: probes are
+        the test's plumbing, and each CLI start costs seconds of CPU that
+        the cloud's recovery needs.
         """
         self._probes = getattr(self, '_probes', 0) + 1
-        self.boot('probe-%d' % self._probes, IMPOSSIBLE_FLAVOR, wait=False)
+        conn = self.conn
+        if not hasattr(self, '_probe_ids'):
+            self._probe_ids = (
+                conn.compute.find_flavor(IMPOSSIBLE_FLAVOR,
+                                         ignore_missing=False).id,
+                conn.image.find_image(devcloud.IMAGE_NAME,
+                                      ignore_missing=False).id)
+        flavor_id, image_id = self._probe_ids
+        conn.compute.create_server(
+            name='probe-%d' % self._probes, flavor_id=flavor_id,
+            image_id=image_id, networks='none')
 
     def wait_until_workers_hold(self, since: float, timeout: float,
                                 probe_every: float = 3.0) -> float:

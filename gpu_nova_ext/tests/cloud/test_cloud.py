@@ -17,11 +17,11 @@ starts once (``setUpClass``) for every test here and stops after them.
 A cloud that cannot start fails every test with the name of the process
 that did not start; nothing is skipped.
 
-NOT YET IN ``tools/run tests`` (the file name keeps stestr from finding
-it): the class takes 8 to 10 minutes of wall time on the 2-core
-development machine (doc/source/cloud.rst), more than the five minutes
-the suite may spend on it.  Run it alone:
-``.venv/bin/python -m testtools.run gpu_nova_ext.tests.cloud.e2e_cloud``.
+Part of ``tools/run tests``: stestr runs this class on one of its
+workers while the other runs the rest of the suite.  Alone:
+``.venv/bin/stestr run gpu_nova_ext.tests.cloud.test_cloud``
+(``GPU_NOVA_EXT_CLOUD_TEST_DIR=DIR`` runs it on the cloud there, started
+if it does not run, and leaves it running).
 
 Recovery times are measured by ``tools/bench-cloud``, not asserted here:
 these tests assert only that the cloud recovers.
@@ -163,6 +163,54 @@ class CloudTest(testtools.TestCase):
             scheduled_by.add(self.c.scheduled_by().get(server['id']))
         self.assertEqual(set(devcloud.scheduler_workers(self.cloud)),
                          scheduled_by)
+
+    # --- quota and reservations, through the cloud's Keystone -----------
+
+    def test_quota_per_model_refuses_the_second_l4(self):
+        quota = ('gpu', 'quota')
+        self.c.openstack(*quota, 'set', '--project', 'demo', '--model', 'L4',
+                         '--limit', '1')
+        self.addCleanup(self.c.openstack, *quota, 'unset', '--project',
+                        'demo', '--model', 'L4')
+        self.addCleanup(self.c.delete_servers, 'quota-')
+        self.boot_active('quota-1', fixture.PCI_FLAVOR, cloud_name='member')
+        refused = self.c.run(self.c.boot_argv('quota-2', fixture.PCI_FLAVOR),
+                             cloud_name='member', check=False)
+        self.assertNotEqual(0, refused.returncode, refused.stdout)
+        # Nova's unified-limits refusal (HTTP 403), from Keystone's limit
+        self.assertIn('over limit of 1 due to current usage 1 and delta 1',
+                      refused.stderr)
+        self.assertIn('403', refused.stderr)
+        # the admin's other project is not limited by it
+        self.boot_active('quota-admin', fixture.PCI_FLAVOR)
+        rows = self.c.openstack_json(*quota, 'show', '--project', 'demo',
+                                     '--model', 'L4')
+        demo = [r for r in rows if r['project'] != '(default)']
+        self.assertEqual([(1, 'project', 1, 0)], [
+            (r['limit'], r['from'], r['used'], r['over']) for r in demo],
+            rows)
+
+    def test_reserved_gpu_is_kept_for_its_project(self):
+        admin_project = self.cloud.info['admin_project_id']
+        kept, other = hosts.PGPU0, hosts.PGPU1
+        where = ('--project', admin_project, '--host', hosts.VGPU_HOST,
+                 '--gpu', kept)
+        self.c.openstack('gpu', 'reservation', 'create', *where)
+        changed = time.time()
+        self.addCleanup(self.c.openstack, 'gpu', 'reservation', 'delete',
+                        *where)
+        self.addCleanup(self.c.delete_servers, 'resv-')
+        # the agent sends it in its next cycle, to every worker
+        self.c.wait_until_workers_hold(
+            changed + devcloud.AGENT_INTERVAL + 1, RECOVERY_WAIT)
+        server = self.boot_active('resv-demo', fixture.VGPU_FLAVOR,
+                                  cloud_name='member')
+        self.assertEqual([fixture.pgpu(hosts.VGPU_HOST, other)],
+                         self.c.gpu_providers(server['id']))
+        # the project it is kept for goes there first
+        server = self.boot_active('resv-admin', fixture.VGPU_FLAVOR)
+        self.assertEqual([fixture.pgpu(hosts.VGPU_HOST, kept)],
+                         self.c.gpu_providers(server['id']))
 
     # --- faults: each recovers with every worker holding every host -----
 
