@@ -234,6 +234,31 @@ class CloudClient:
             self.openstack('flavor', 'set', '--property', 'gpu:model=L4',
                            IMPOSSIBLE_FLAVOR)
 
+    # --- nova-compute's own heartbeat -------------------------------------
+
+    def computes_heard(self, since: float) -> bool:
+        """Every nova-compute is up, with a heartbeat after ``since``."""
+        services = list(self.conn.compute.services(binary='nova-compute'))
+        return len(services) == len(self.info['hosts']) and all(
+            s.state == 'up' and s.updated_at and datetime.datetime
+            .fromisoformat(s.updated_at).replace(
+                tzinfo=datetime.timezone.utc).timestamp() >= since
+            for s in services)
+
+    def wait_until_computes_heard(self, since: float,
+                                  timeout: float) -> float:
+        """Wait for :meth:`computes_heard`; when (epoch seconds)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.computes_heard(since):
+                return time.time()
+            time.sleep(0.5)
+        raise AssertionError(
+            'not every nova-compute reported up after %s within %ds: %s' % (
+                time.ctime(since), timeout,
+                [(s.host, s.state, s.updated_at) for s in
+                 self.conn.compute.services(binary='nova-compute')]))
+
     # --- waiting for the workers' state, with probes ---------------------
 
     def probe(self) -> None:
