@@ -934,7 +934,7 @@ def start_mariadb(cloud: Cloud) -> None:
     (``--skip-grant-tables``): only who can open the socket in the state
     directory (mode 0700) reaches it.  Commits are flushed to disk once a
     second, not at each commit: a development cloud trades durability for
-    speed, as devstack's CI jobs do with their eatmydata.
+    speed.  Its log is the process's output (``logs/mariadb.log``).
     """
     if not os.path.exists(MARIADBD):
         raise CloudError('mariadbd is not installed (%s): install the '
