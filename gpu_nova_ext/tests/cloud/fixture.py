@@ -46,6 +46,12 @@ class CommandFailed(Exception):
     pass
 
 
+def openstack_argv(*args) -> list:
+    """The ``openstack`` command line of ARGS, at the tests' microversion."""
+    return [os.path.join(BIN, 'openstack'), '--os-compute-api-version',
+            '2.90'] + list(args)
+
+
 def _stamp(text: str) -> float:
     return datetime.datetime.strptime(
         text, '%Y-%m-%d %H:%M:%S.%f').timestamp()
@@ -89,8 +95,7 @@ class CloudClient:
     def openstack(self, *args, cloud_name: str = 'admin',
                   check: bool = True):
         """``openstack ARGS [-f json]``: the parsed output, if any."""
-        argv = [os.path.join(BIN, 'openstack'),
-                '--os-compute-api-version', '2.90'] + list(args)
+        argv = openstack_argv(*args)
         # only commands that show something take a format
         if args[1] in ('list', 'show', 'create'):
             argv += ['-f', 'json']
@@ -103,16 +108,16 @@ class CloudClient:
 
     def openstack_json(self, *args, cloud_name: str = 'admin'):
         """``openstack ARGS -f json`` of a command that lists or shows."""
-        argv = [os.path.join(BIN, 'openstack')] + list(args) + ['-f', 'json']
-        return json.loads(self.run(argv, cloud_name).stdout)
+        return json.loads(self.run(openstack_argv(*args, '-f', 'json'),
+                                   cloud_name).stdout)
 
     @staticmethod
     def boot_argv(name: str, flavor: str, wait: bool = True) -> list:
         """``openstack server create`` of one server, as a user types it."""
-        argv = [os.path.join(BIN, 'openstack'), '--os-compute-api-version',
-                '2.90', 'server', 'create', '--flavor', flavor, '--image',
-                devcloud.IMAGE_NAME, '--nic', 'none', '-f', 'json']
-        return argv + (['--wait'] if wait else []) + [name]
+        return openstack_argv(
+            'server', 'create', '--flavor', flavor, '--image',
+            devcloud.IMAGE_NAME, '--nic', 'none', '-f', 'json',
+            *(['--wait'] if wait else []), name)
 
     def boot(self, name: str, flavor: str, cloud_name: str = 'admin',
              wait: bool = True, check: bool = True):

@@ -109,28 +109,25 @@ class CloudTest(testtools.TestCase):
 
     # --- placement of servers --------------------------------------------
 
-    def test_vgpu_server_lands_on_an_a100(self):
-        server = self.boot_active('vgpu-right', fixture.VGPU_FLAVOR)
-        self.addCleanup(self.c.delete_servers, 'vgpu-right')
-        shown = self.c.show(server['id'])
-        self.assertEqual(hosts.VGPU_HOST, self.c.host_of(shown))
+    def assert_lands(self, name, flavor, host, gpus, cloud_name='admin'):
+        """Boot ``name``: ACTIVE on ``host``, one GPU among ``gpus``."""
+        server = self.boot_active(name, flavor, cloud_name=cloud_name)
+        self.addCleanup(self.c.delete_servers, name)
+        self.assertEqual(host, self.c.host_of(self.c.show(server['id'])))
         providers = self.c.gpu_providers(server['id'])
         self.assertEqual(1, len(providers), providers)
-        self.assertIn(providers[0], [
-            fixture.pgpu(hosts.VGPU_HOST, a)
-            for a in (hosts.PGPU0, hosts.PGPU1)])
+        self.assertIn(providers[0], gpus)
+
+    def test_vgpu_server_lands_on_an_a100(self):
+        self.assert_lands('vgpu-right', fixture.VGPU_FLAVOR, hosts.VGPU_HOST,
+                          [fixture.pgpu(hosts.VGPU_HOST, a)
+                           for a in (hosts.PGPU0, hosts.PGPU1)])
 
     def test_passthrough_server_lands_on_an_l4(self):
-        server = self.boot_active('pci-right', fixture.PCI_FLAVOR,
-                                  cloud_name='member')
-        self.addCleanup(self.c.delete_servers, 'pci-right')
-        shown = self.c.show(server['id'])
-        self.assertEqual(hosts.PCI_HOST, self.c.host_of(shown))
-        providers = self.c.gpu_providers(server['id'])
-        self.assertEqual(1, len(providers), providers)
-        self.assertIn(providers[0], [
-            fixture.pci_rp(hosts.PCI_HOST, a)
-            for a in (hosts.L4_0, hosts.L4_1)])
+        self.assert_lands('pci-right', fixture.PCI_FLAVOR, hosts.PCI_HOST,
+                          [fixture.pci_rp(hosts.PCI_HOST, a)
+                           for a in (hosts.L4_0, hosts.L4_1)],
+                          cloud_name='member')
 
     def test_impossible_model_is_no_valid_host(self):
         self.addCleanup(self.c.delete_servers, 'impossible')
