@@ -34,9 +34,9 @@ import time
 
 import testtools
 
-from gpu_nova_ext.tests.cloud import devcloud
-from gpu_nova_ext.tests.cloud import fixture
-from gpu_nova_ext.tests.cloud import hosts
+from gpu_nova_ext_dev.cloud import devcloud
+from gpu_nova_ext_dev.cloud import fixture
+from gpu_nova_ext_dev.cloud import hosts
 from gpu_nova_ext.tests import deadline
 
 # how long a recovery or a state change may take before the test fails:

@@ -26,8 +26,8 @@ from prometheus_client import parser
 
 from gpu_nova_ext.agent import monitor
 from gpu_nova_ext.inventory import manager
-from gpu_nova_ext.fakes import nvml as fake_nvml
-from gpu_nova_ext.fakes import sysfs
+from gpu_nova_ext_dev.fakes import nvml as fake_nvml
+from gpu_nova_ext_dev.fakes import sysfs
 from gpu_nova_ext.tests import deadline
 from gpu_nova_ext.tests.unit.agent import health_base
 

@@ -26,7 +26,7 @@ from oslo_messaging import conffixture
 from oslotest import base
 
 from gpu_nova_ext.agent import monitor
-from gpu_nova_ext.fakes import nvml as fake_nvml
+from gpu_nova_ext_dev.fakes import nvml as fake_nvml
 from gpu_nova_ext.tests import deadline
 from gpu_nova_ext.tests.unit.agent import health_base
 

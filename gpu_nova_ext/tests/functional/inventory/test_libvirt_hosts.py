@@ -24,7 +24,7 @@ import testtools
 from gpu_nova_ext import exception
 from gpu_nova_ext.inventory import base
 from gpu_nova_ext.inventory import manager
-from gpu_nova_ext.fakes import sysfs
+from gpu_nova_ext_dev.fakes import sysfs
 from gpu_nova_ext.tests.unit.inventory import helpers
 
 A100_TYPES = (('nvidia-469', 'A100D-4C', 4096, 20),

@@ -21,7 +21,7 @@ import testtools
 
 from gpu_nova_ext.cmd import cli
 from gpu_nova_ext.inventory import manager
-from gpu_nova_ext.fakes import nvml as fake_nvml
+from gpu_nova_ext_dev.fakes import nvml as fake_nvml
 from gpu_nova_ext.tests.unit.inventory import helpers
 
 

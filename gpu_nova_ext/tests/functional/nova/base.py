@@ -32,7 +32,6 @@ import collections
 import os
 import re
 import time
-from xml.etree import ElementTree
 
 import fixtures
 # The harness poisons ``import libvirt`` (ImportModulePoisonFixture) during
@@ -52,6 +51,7 @@ from gpu_nova_ext.operator import nova_conf as nova_conf_gen
 from gpu_nova_ext.state import cache as state_cache
 from gpu_nova_ext.state import rpc
 from gpu_nova_ext.tests import deadline
+from gpu_nova_ext_dev import libvirt_hosts
 
 CONF = nova_conf.CONF
 
@@ -61,31 +61,17 @@ GPU_FILTERS = ['GpuModelFilter', 'GpuMemoryFilter', 'GpuCapabilityFilter',
                'GpuHealthFilter', 'GpuReservationFilter',
                'GpuPowerProfileFilter', 'GpuCandidateOrderFilter']
 
-# The two mdev-capable pGPUs fakelibvirt gives a host (num_mdevcap=2).
-PGPU0 = '0000:81:00.0'
-PGPU1 = '0000:81:01.0'
-
-A100 = {'name': 'NVIDIA A100 80GB PCIe', 'memory_mib': 81920,
-        'driver_version': '550.54.15', 'cuda_cc': '8.0'}
-L4 = {'name': 'NVIDIA L4', 'memory_mib': 23034,
-      'driver_version': '550.54.15', 'cuda_cc': '8.9'}
-IDLE = {'utilization_pct': 5.0, 'memory_used_mib': 0, 'temperature_c': 40,
-        'slowdown_temperature_c': 87, 'power_w': 60.0,
-        'power_limit_w': 300.0}
+# A fakelibvirt host as both sides see it: gpu_nova_ext_dev.libvirt_hosts
+PGPU0 = libvirt_hosts.PGPU0
+PGPU1 = libvirt_hosts.PGPU1
+A100 = libvirt_hosts.A100
+L4 = libvirt_hosts.L4
+IDLE = libvirt_hosts.IDLE
+gpu = libvirt_hosts.gpu
+libvirt_test_xml = libvirt_hosts.libvirt_test_xml
 
 # [gpu_scheduler] state_ttl in the harness (s): longer than any test
 HARNESS_STATE_TTL = 24 * 3600.0
-# PCI classes real libvirt reports: 3D controller (datacentre GPUs), NIC
-_GPU_CLASS = '0x030200'
-_NIC_CLASS = '0x020000'
-
-
-def gpu(model: dict, health: str = 'healthy', metrics: dict | None = None,
-        **extra) -> dict:
-    """One GPU of a host's simulated YAML (the simulator's ``gpus:``)."""
-    facts = dict(model, health=health, metrics=dict(metrics or IDLE))
-    facts.update(extra)
-    return facts
 
 
 def no_host_pci_sysfs(test) -> None:
@@ -95,43 +81,6 @@ def no_host_pci_sysfs(test) -> None:
     test.useFixture(fixtures.MockPatch(
         'nova.pci.utils.get_function_by_ifname',
         return_value=(None, False)))
-
-
-def libvirt_test_xml(pci_info: fakelibvirt.HostPCIDevicesInfo,
-                     mdev_info: fakelibvirt.HostMdevDevicesInfo | None = None
-                     ) -> str:
-    """A fakelibvirt host's node devices as a libvirt test-driver XML.
-
-    PCI devices keep fakelibvirt's XML plus the PCI class real libvirt
-    reports (fakelibvirt leaves it out: 3D controller for NVIDIA devices,
-    Ethernet for the rest); each mdev type's ``availableInstances`` drops
-    by the mdevs of that type nova-compute created on that parent (as the
-    kernel does), and those mdevs are listed too.
-    """
-    used: collections.Counter = collections.Counter()
-    mdev_xml = []
-    for name in (mdev_info.get_all_devices() if mdev_info else ()):
-        xml = mdev_info.get_device_by_name(name).XMLDesc(0)
-        dev = ElementTree.fromstring(xml)
-        used[(dev.findtext('parent'),
-              dev.find('capability/type').get('id'))] += 1
-        mdev_xml.append(xml.strip())
-    pci_xml = []
-    for name in pci_info.get_all_devices():
-        dev = ElementTree.fromstring(
-            pci_info.get_device_by_name(name).XMLDesc(0))
-        pci = dev.find("capability[@type='pci']")
-        if pci.find('class') is None:
-            cls = ElementTree.Element('class')
-            vendor = pci.find('vendor').get('id').lower()
-            cls.text = _GPU_CLASS if vendor == '0x10de' else _NIC_CLASS
-            pci.insert(0, cls)
-        for mtype in pci.findall("capability[@type='mdev_types']/type"):
-            avail = mtype.find('availableInstances')
-            avail.text = str(max(0, int(avail.text) -
-                                 used[(name, mtype.get('id'))]))
-        pci_xml.append(ElementTree.tostring(dev, encoding='unicode'))
-    return '<node>\n%s\n</node>\n' % '\n'.join(pci_xml + mdev_xml)
 
 
 class DeadlineWaitsMixin:

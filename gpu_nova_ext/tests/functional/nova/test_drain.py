@@ -23,7 +23,7 @@ import fixtures
 from nova.tests.fixtures import libvirt as fakelibvirt
 from nova.tests.functional.libvirt import base as libvirt_base
 
-from gpu_nova_ext.fakes import sysfs
+from gpu_nova_ext_dev.fakes import sysfs
 from gpu_nova_ext.inventory import manager
 from gpu_nova_ext.operator import nova_conf as nova_conf_gen
 from gpu_nova_ext.tests.functional.nova import base

@@ -25,7 +25,7 @@ type has it) boots on the laid-out GPU.
 """
 from nova.tests.fixtures import libvirt as fakelibvirt
 
-from gpu_nova_ext.fakes import nvml as fake_nvml
+from gpu_nova_ext_dev.fakes import nvml as fake_nvml
 from gpu_nova_ext.inventory import manager
 from gpu_nova_ext.operator import nova_conf as nova_conf_gen
 from gpu_nova_ext.tests.functional.nova import base

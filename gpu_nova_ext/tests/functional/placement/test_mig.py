@@ -24,7 +24,7 @@ import pynvml
 
 from gpu_nova_ext.agent import service
 from gpu_nova_ext.cmd import cli
-from gpu_nova_ext.fakes import nvml as fake_nvml
+from gpu_nova_ext_dev.fakes import nvml as fake_nvml
 from gpu_nova_ext.simulate import compute_providers
 from gpu_nova_ext.tests.functional.placement import base
 

@@ -16,7 +16,7 @@ from oslo_config import fixture as config_fixture
 from oslotest import base
 
 from gpu_nova_ext import conf as conf_mod
-from gpu_nova_ext.fakes import nvml as fake_nvml
+from gpu_nova_ext_dev.fakes import nvml as fake_nvml
 
 
 def make_conf() -> cfg.ConfigOpts:

@@ -20,7 +20,7 @@ from gpu_nova_ext.agent import attribution
 from gpu_nova_ext.agent import mig_manager
 from gpu_nova_ext import conf as gconf
 from gpu_nova_ext import exception
-from gpu_nova_ext.fakes import nvml as fake_nvml
+from gpu_nova_ext_dev.fakes import nvml as fake_nvml
 from gpu_nova_ext.inventory import base as inv
 
 BOARDS = ['A100_80GB_PCIE', 'A30', 'H100_SXM5_80GB', 'H200', 'B200',

@@ -16,7 +16,7 @@ import urllib.request
 
 from gpu_nova_ext.agent import monitor
 from gpu_nova_ext.inventory import base
-from gpu_nova_ext.fakes import nvml as fake_nvml
+from gpu_nova_ext_dev.fakes import nvml as fake_nvml
 from gpu_nova_ext.tests import deadline
 from gpu_nova_ext.tests.unit.agent import health_base
 

@@ -20,7 +20,7 @@ import pynvml
 from gpu_nova_ext.agent import exporter
 from gpu_nova_ext.agent import power_policy
 from gpu_nova_ext import exception
-from gpu_nova_ext.fakes import sysfs
+from gpu_nova_ext_dev.fakes import sysfs
 from gpu_nova_ext.inventory import base
 from gpu_nova_ext.state import schema
 from gpu_nova_ext.tests.unit.agent import health_base

@@ -14,7 +14,7 @@
 import pynvml
 
 from gpu_nova_ext.agent import sampler
-from gpu_nova_ext.fakes import nvml as fake_nvml
+from gpu_nova_ext_dev.fakes import nvml as fake_nvml
 from gpu_nova_ext.tests.unit.agent import health_base
 
 

@@ -16,7 +16,7 @@ import os
 
 from gpu_nova_ext.agent import health
 from gpu_nova_ext.agent import sysfs_sampler
-from gpu_nova_ext.fakes import sysfs
+from gpu_nova_ext_dev.fakes import sysfs
 from gpu_nova_ext.tests.unit.agent import health_base
 
 MI300X = '0000:11:00.0'

@@ -34,7 +34,7 @@ import yaml
 
 from gpu_nova_ext.agent import exporter
 from gpu_nova_ext.agent import metric_reference
-from gpu_nova_ext.fakes import sysfs
+from gpu_nova_ext_dev.fakes import sysfs
 from gpu_nova_ext.tests.unit.agent import health_base
 
 TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..',

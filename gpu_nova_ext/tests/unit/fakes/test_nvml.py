@@ -16,7 +16,7 @@ import threading
 from oslotest import base
 import pynvml
 
-from gpu_nova_ext.fakes import nvml as fake_nvml
+from gpu_nova_ext_dev.fakes import nvml as fake_nvml
 
 
 class TestFakeNvmlDiscovery(base.BaseTestCase):

@@ -16,7 +16,7 @@ import ctypes
 from oslotest import base
 import pynvml
 
-from gpu_nova_ext.fakes import nvml as fake_nvml
+from gpu_nova_ext_dev.fakes import nvml as fake_nvml
 from gpu_nova_ext.inventory import mig_profiles
 
 #: NVIDIA's MIG user guide ("Supported MIG Profiles"): per board, the

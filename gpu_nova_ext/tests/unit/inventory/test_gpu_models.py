@@ -22,7 +22,7 @@ from gpu_nova_ext.inventory import gpu_device_ids
 from gpu_nova_ext.inventory import gpu_models
 from gpu_nova_ext.inventory import pci_ids_parser
 from gpu_nova_ext import naming
-from gpu_nova_ext.fakes import nvml as fake_nvml
+from gpu_nova_ext_dev.fakes import nvml as fake_nvml
 
 HERE = os.path.dirname(__file__)
 FIXTURE = os.path.join(HERE, os.pardir, os.pardir, 'data', 'pciids',

@@ -19,7 +19,7 @@ import testtools
 from gpu_nova_ext.inventory import base
 from gpu_nova_ext.inventory import manager
 from gpu_nova_ext.inventory import nvml_source
-from gpu_nova_ext.fakes import nvml as fake_nvml
+from gpu_nova_ext_dev.fakes import nvml as fake_nvml
 from gpu_nova_ext.tests.unit.inventory import helpers
 
 HOST = ('A100_80GB_PCIE', 'H100_SXM5_80GB', 'L4', 'T4')

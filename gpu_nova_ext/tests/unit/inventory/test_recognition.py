@@ -208,7 +208,7 @@ class TestSysfsAccelerators(testtools.TestCase):
     def setUp(self):
         super().setUp()
         from gpu_nova_ext.inventory import sysfs_source
-        from gpu_nova_ext.fakes import sysfs
+        from gpu_nova_ext_dev.fakes import sysfs
         self.tree = self.useFixture(sysfs.SysfsTree())
         self.fixture = self.useFixture(helpers.AgentConf(
             sysfs_root=self.tree.root, inventory_sources=['sysfs']))

@@ -14,7 +14,7 @@
 import testtools
 
 from gpu_nova_ext.inventory import sysfs_source
-from gpu_nova_ext.fakes import sysfs
+from gpu_nova_ext_dev.fakes import sysfs
 from gpu_nova_ext.tests.unit.inventory import helpers
 
 PF = '0000:3d:00.0'

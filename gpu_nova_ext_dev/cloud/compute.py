@@ -12,7 +12,7 @@
 
 """nova-compute, its own process, on Nova's fakelibvirt.
 
-    python -m gpu_nova_ext.tests.cloud.compute HOST.yaml AGENT.xml \
+    python -m gpu_nova_ext_dev.cloud.compute HOST.yaml AGENT.xml \
         --config-file nova.conf ...
 
 Everything after the two paths is nova-compute's command line.  The
@@ -42,7 +42,7 @@ from nova.virt.libvirt import utils as libvirt_utils  # noqa: E402
 from oslo_utils import uuidutils  # noqa: E402
 import yaml  # noqa: E402
 
-from gpu_nova_ext.tests.cloud import hosts  # noqa: E402
+from gpu_nova_ext_dev.cloud import hosts  # noqa: E402
 
 XML_INTERVAL = 0.5
 

@@ -12,7 +12,7 @@
 
 """The fake NVML's C functions for the system, device facts and vGPUs.
 
-Part of :mod:`gpu_nova_ext.fakes.nvml`, mixed into its
+Part of :mod:`gpu_nova_ext_dev.fakes.nvml`, mixed into its
 ``FakeNvmlLibrary``: each method takes ctypes arguments exactly as pynvml
 passes them and returns an ``nvmlReturn_t`` code.
 """
@@ -21,8 +21,8 @@ import uuid as uuidlib
 
 import pynvml
 
-from gpu_nova_ext.fakes import nvml_abi as abi
-from gpu_nova_ext.fakes import nvml_boards as boards
+from gpu_nova_ext_dev.fakes import nvml_abi as abi
+from gpu_nova_ext_dev.fakes import nvml_boards as boards
 
 
 class InfoCalls:

@@ -12,7 +12,7 @@
 
 """The fake NVML's MIG: mode, GPU-instance profiles, placements, instances.
 
-Part of :mod:`gpu_nova_ext.fakes.nvml`.  The C functions of nvml.h's
+Part of :mod:`gpu_nova_ext_dev.fakes.nvml`.  The C functions of nvml.h's
 "Multi Instance GPU Management" section that an administrator uses to lay
 a GPU out, with the return codes nvml.h documents for them:
 
@@ -52,7 +52,7 @@ import dataclasses
 
 import pynvml
 
-from gpu_nova_ext.fakes import nvml_abi as abi
+from gpu_nova_ext_dev.fakes import nvml_abi as abi
 from gpu_nova_ext.inventory import mig_profiles
 
 

@@ -12,7 +12,7 @@
 
 """The C ABI side of the fake NVML: argument helpers and call rules.
 
-Part of :mod:`gpu_nova_ext.fakes.nvml`: what every fake C
+Part of :mod:`gpu_nova_ext_dev.fakes.nvml`: what every fake C
 function shares (``byref()`` outputs, string buffers, the lost /
 error / uninitialized rules of a device or system call), the field values
 ``nvmlDeviceGetFieldValues`` serves, and an event set.
@@ -22,7 +22,7 @@ import queue
 
 import pynvml
 
-from gpu_nova_ext.fakes import nvml_boards as boards
+from gpu_nova_ext_dev.fakes import nvml_boards as boards
 
 _Device = boards.FakeDevice
 

@@ -29,7 +29,7 @@ import time
 
 import yaml
 
-from gpu_nova_ext.tests.cloud import devcloud
+from gpu_nova_ext_dev.cloud import devcloud
 
 BIN = os.path.dirname(sys.executable)
 COMMAND_TIMEOUT = 180

@@ -12,7 +12,7 @@
 
 """A cloud of real processes on this machine (``tools/run cloud``).
 
-    python -m gpu_nova_ext.tests.cloud.devcloud start|stop|status [--dir D]
+    python -m gpu_nova_ext_dev.cloud.devcloud start|stop|status [--dir D]
 
 ``start`` brings up, each as its own process group: a RabbitMQ node of
 its own, a MariaDB server of its own (Nova's and Placement's databases),
@@ -45,10 +45,9 @@ import urllib.request
 
 import yaml
 
-from gpu_nova_ext.tests.cloud import hosts as cloud_hosts
+from gpu_nova_ext_dev.cloud import hosts as cloud_hosts
 
-TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..',
-                                   '..'))
+TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
 DEFAULT_DIR = os.path.join(TOP, '.cloud')
 BIN = os.path.dirname(sys.executable)
 RABBIT_SERVER = '/usr/lib/rabbitmq/bin/rabbitmq-server'
@@ -551,7 +550,7 @@ class Starter:
             'oslo_concurrency': {
                 'lock_path': os.path.join(c.data, 'neutron', 'locks')},
         }))
-        # run as a file, not as gpu_nova_ext.tests.cloud.neutron_api: the
+        # run as a file, not as gpu_nova_ext_dev.cloud.neutron_api: the
         # tests package forbids eventlet, which Neutron's WSGI code imports
         c.run('neutron-schema', [sys.executable, NEUTRON_API,
                                  'create-schema', db])
@@ -745,7 +744,7 @@ class Starter:
                     'host': host, 'state_path': files['dir'],
                     'instances_path': files['instances']}}))
             c.spawn('nova-compute-' + host, [
-                sys.executable, '-m', 'gpu_nova_ext.tests.cloud.compute',
+                sys.executable, '-m', 'gpu_nova_ext_dev.cloud.compute',
                 files['desc'], files['xml'],
                 '--config-file', c.conf('nova/compute.conf'),
                 '--config-file', files['nova_conf'],

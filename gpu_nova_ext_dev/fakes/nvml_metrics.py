@@ -12,7 +12,7 @@
 
 """The fake NVML's C functions for metrics, errors and events.
 
-Part of :mod:`gpu_nova_ext.fakes.nvml`, mixed into its
+Part of :mod:`gpu_nova_ext_dev.fakes.nvml`, mixed into its
 ``FakeNvmlLibrary``: each method takes ctypes arguments exactly as pynvml
 passes them and returns an ``nvmlReturn_t`` code.
 """
@@ -22,7 +22,7 @@ import time
 
 import pynvml
 
-from gpu_nova_ext.fakes import nvml_abi as abi
+from gpu_nova_ext_dev.fakes import nvml_abi as abi
 
 
 class MetricCalls:

@@ -12,7 +12,7 @@
 
 """The fake NVML's boards: models, their vGPU types, one device's state.
 
-Part of :mod:`gpu_nova_ext.fakes.nvml` (see there): the static
+Part of :mod:`gpu_nova_ext_dev.fakes.nvml` (see there): the static
 facts of each board model as NVML reports them (``PROFILES``), the runtime
 metrics of a device (:class:`Metrics`), and :class:`FakeDevice`.
 """

@@ -26,7 +26,7 @@ function pointer cache (both restored on cleanup).
 
 Usage::
 
-    from gpu_nova_ext.fakes import nvml as fake_nvml
+    from gpu_nova_ext_dev.fakes import nvml as fake_nvml
 
     fake = self.useFixture(fake_nvml.FakeNvml(['A100_80GB_PCIE', 'L4']))
     import pynvml
@@ -101,11 +101,11 @@ import threading
 import fixtures
 import pynvml
 
-from gpu_nova_ext.fakes import nvml_abi as abi
-from gpu_nova_ext.fakes import nvml_boards as boards
-from gpu_nova_ext.fakes import nvml_info
-from gpu_nova_ext.fakes import nvml_metrics
-from gpu_nova_ext.fakes import nvml_mig
+from gpu_nova_ext_dev.fakes import nvml_abi as abi
+from gpu_nova_ext_dev.fakes import nvml_boards as boards
+from gpu_nova_ext_dev.fakes import nvml_info
+from gpu_nova_ext_dev.fakes import nvml_metrics
+from gpu_nova_ext_dev.fakes import nvml_mig
 
 # the names tests and tools use, as before the split
 MIB = boards.MIB

@@ -15,15 +15,15 @@
 One description per host feeds both sides of the only stand-in: Nova's
 fakelibvirt ``Connection`` that the host's nova-compute process runs on
 (:func:`pci_info`), and the libvirt *test driver* XML its gpu-nova-agent
-reads (:func:`test_xml`, the functional harness's
-``libvirt_test_xml``).  The NVML side of each GPU (model, memory, health,
+reads (:func:`test_xml`, :func:`gpu_nova_ext_dev.libvirt_hosts.
+libvirt_test_xml`).  The NVML side of each GPU (model, memory, health,
 metrics) is the agent's ``simulated`` source file (:func:`gpu_facts`).
 """
 import copy
 
 from nova.tests.fixtures import libvirt as fakelibvirt
 
-from gpu_nova_ext.tests.functional.nova import base
+from gpu_nova_ext_dev import libvirt_hosts as base
 
 VGPU_HOST = 'cloud-vgpu'
 PCI_HOST = 'cloud-pci'

@@ -30,7 +30,7 @@ Two things Neutron 29 itself does not do for a cloud on SQLite:
   in "type object 'Port' has no attribute 'port_forwardings'".
 
 This file is loaded as a file, never as
-``gpu_nova_ext.tests.cloud.neutron_api``: the tests package forbids
+``gpu_nova_ext_dev.cloud.neutron_api``: the tests package forbids
 importing eventlet (Nova's native-threading guard,
 ``gpu_nova_ext/tests/__init__.py``), and Neutron's WSGI code imports it
 (``oslo_service.wsgi``).  So it imports nothing of gpu_nova_ext either.
