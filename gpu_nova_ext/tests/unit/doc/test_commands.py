@@ -1,0 +1,138 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Every command the README and the docs show exists.
+
+Commands are read where a reader copies them from: inline literals
+(````...````) and literal blocks (after ``::`` or a ``code-block``).  A
+``gpu-nova-ext`` subcommand must be one of the CLI's, an ``openstack gpu``
+command one of the plugin's entry points (setup.cfg, as OpenStackClient
+finds them), a ``tools/`` path a file of the tree.  Release notes are
+history and are not read.
+"""
+import configparser
+import glob
+import os
+import re
+
+import testtools
+
+from gpu_nova_ext.cmd import cli
+
+TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..',
+                                   '..', '..'))
+PAGES = [os.path.join(TOP, 'README.rst')] + sorted(
+    glob.glob(os.path.join(TOP, 'doc', 'source', '**', '*.rst'),
+              recursive=True))
+
+_INLINE = re.compile(r'``(.+?)``', re.S)
+_BLOCK_START = re.compile(r'(::\s*$|^\s*\.\. code-block::)')
+# a command word where a shell would run it: at the start, after a prompt,
+# a pipe, ``;``, ``&&``, sudo, or a path to the venv's bin/
+_CMD = r'(?:^|[$|;&]\s*|sudo\s+|\bbin/)'
+# (not a message that starts with the name: ``gpu-nova-ext drain: TEXT``)
+_GPU_NOVA_EXT = re.compile(_CMD + r'gpu-nova-ext\s+([a-z][a-z-]*)\b(?!:)',
+                           re.M)
+_OPENSTACK_GPU = re.compile(
+    _CMD + r'openstack\s+(?:--[a-z-]+\s+\S+\s+)*gpu\s+([a-z]+)'
+    r'(?:\s+([a-z]+))?', re.M)
+_TOOL = re.compile(r'(?<![\w/.])tools/([A-Za-z0-9_-]+)')
+
+
+def snippets(text: str) -> list[str]:
+    """The inline literals and literal blocks of an RST page."""
+    found = [' '.join(m.group(1).split()) for m in _INLINE.finditer(text)]
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        if _BLOCK_START.search(lines[i]):
+            block = []
+            i += 1
+            while i < len(lines) and (not lines[i].strip()
+                                      or lines[i][:1].isspace()):
+                block.append(lines[i].strip())
+                i += 1
+            found.extend(line for line in block if line)
+            continue
+        i += 1
+    return found
+
+
+def openstack_gpu_commands() -> set[str]:
+    parser = configparser.ConfigParser()
+    parser.read(os.path.join(TOP, 'setup.cfg'))
+    names = parser['entry_points']['openstack.gpu.v1'].split('\n')
+    return {line.split('=')[0].strip().replace('_', ' ')
+            for line in names if line.strip()}
+
+
+class TestDocumentedCommandsExist(testtools.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.pages = {}
+        for path in PAGES:
+            with open(path) as f:
+                self.pages[os.path.relpath(path, TOP)] = snippets(f.read())
+
+    def _each(self, pattern):
+        for page, found in self.pages.items():
+            for snippet in found:
+                for m in pattern.finditer(snippet):
+                    yield page, snippet, m
+
+    def test_gpu_nova_ext_subcommands(self):
+        parser = cli.build_parser()
+        known = set(parser._subparsers._group_actions[0].choices)
+        seen = 0
+        for page, snippet, m in self._each(_GPU_NOVA_EXT):
+            seen += 1
+            self.assertIn(m.group(1), known,
+                          '%s shows %r: gpu-nova-ext has no %r command'
+                          % (page, snippet, m.group(1)))
+        self.assertGreater(seen, 20)
+
+    def test_openstack_gpu_commands(self):
+        commands = openstack_gpu_commands()
+        self.assertIn('gpu host drain', commands)
+        seen = 0
+        for page, snippet, m in self._each(_OPENSTACK_GPU):
+            seen += 1
+            one = 'gpu ' + m.group(1)
+            two = one + ' ' + (m.group(2) or '')
+            ok = (one in commands or two.strip() in commands)
+            if not ok and m.group(2) is None:
+                # a group named alone (``openstack gpu quota``)
+                ok = any(c.startswith(one + ' ') for c in commands)
+            self.assertTrue(ok, '%s shows %r: openstack has no such gpu '
+                            'command (known: %s)'
+                            % (page, snippet, ', '.join(sorted(commands))))
+        self.assertGreater(seen, 20)
+
+    def test_tools_exist(self):
+        seen = 0
+        for page, snippet, m in self._each(_TOOL):
+            seen += 1
+            self.assertTrue(
+                os.path.exists(os.path.join(TOP, 'tools', m.group(1))),
+                '%s shows %r: there is no tools/%s' % (page, snippet,
+                                                       m.group(1)))
+        self.assertGreater(seen, 10)
+
+    def test_stale_names_are_caught(self):
+        # the checks above would see the names this page once showed
+        found = snippets('Run ``gpu-nova-ext drain cmp-1``, then::\n\n'
+                         '  $ openstack gpu reserve --host h\n')
+        self.assertEqual(['drain'], [m.group(1) for s in found
+                                     for m in _GPU_NOVA_EXT.finditer(s)])
+        self.assertEqual(['reserve'], [m.group(1) for s in found
+                                       for m in _OPENSTACK_GPU.finditer(s)])
