@@ -29,9 +29,14 @@ from osc_lib import utils
 API_NAME = 'gpu'
 API_VERSION_OPTION = 'os_gpu_api_version'
 DEFAULT_API_VERSION = '1'
-#: the command groups (openstack.gpu.v1); Placement's microversion is
-#: negotiated by the client, not chosen here
-API_VERSIONS = ('1',)
+#: the command groups (openstack.gpu.v1), as a version -> client mapping
+#: as every OpenStackClient release reads it (``1.0`` is the same API as
+#: ``1``); Placement's microversion is negotiated by the client, not chosen
+#: here
+API_VERSIONS = {
+    '1': 'gpu_nova_ext.osc.client.GpuClient',
+    '1.0': 'gpu_nova_ext.osc.client.GpuClient',
+}
 
 
 def make_client(instance):
