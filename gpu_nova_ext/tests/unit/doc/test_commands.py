@@ -45,7 +45,7 @@ _GPU_NOVA_EXT = re.compile(_CMD + r'gpu-nova-ext\s+([a-z][a-z-]*)\b(?!:)',
 _OPENSTACK_GPU = re.compile(
     _CMD + r'openstack\s+(?:--[a-z-]+\s+\S+\s+)*gpu\s+([a-z]+)'
     r'(?:\s+([a-z]+))?', re.M)
-_TOOL = re.compile(r'(?<![\w/.])tools/([A-Za-z0-9_-]+)')
+_TOOL = re.compile(r'(?<![\w/.])tools/([A-Za-z0-9_-]+(?:\.[a-z]+)?)')
 
 
 def snippets(text: str) -> list[str]:
