@@ -141,6 +141,20 @@ Cloud of clouds.yaml to reach Nova with.  Unset: ``OS_CLOUD`` or the
 Notification topic to hear ``gpu.health.update`` on (the agents'
 ``[oslo_messaging_notifications] topics``).
 """),
+    cfg.StrOpt(
+        'listener_pool',
+        default='gpu-nova-ext-remediation',
+        help="""
+oslo.messaging listener pool of the remediation daemon: its own queue on
+``listen_topic``, so every notification reaches it as well as every other
+consumer of the topic (Ceilometer, a second remediation daemon in another
+pool).  Daemons that share a pool share the stream, each message going to
+one of them: give two daemons the same pool only to split the work.
+
+Related options:
+
+* ``listen_topic``
+"""),
 ]
 
 

@@ -103,9 +103,13 @@ class RemediationDaemon:
         transport = oslo_messaging.get_notification_transport(self.conf)
         targets = [oslo_messaging.Target(
             topic=self.conf.remediation.listen_topic)]
+        # a pool of its own: without one, the daemon and every other
+        # pool-less consumer of the topic (Ceilometer) would share one
+        # queue and each hear only part of the stream
         self._listener = oslo_messaging.get_notification_listener(
             transport, targets, [_Endpoint(self.triggers)],
-            executor='threading')
+            executor='threading',
+            pool=self.conf.remediation.listener_pool)
         self._listener.start()
 
     def stop(self) -> None:
