@@ -12,20 +12,21 @@
 
 """``gpu-nova-ext discover``: print this host's GPU inventory.
 
-``--format table`` (default) is for people, ``--format json`` prints
-``{"host": ..., "gpus": [...], "warnings": [...], "notes": [...]}`` with
-the state payload's GPU objects (design doc: Operator CLI).  Both formats
-say what discovery skipped (``warnings``: devices skipped or degraded)
-and which GPU-vendor PCI functions it does not offer, and why (``notes``).
+``-f table`` (default) is for people: a row per GPU, its vGPU types
+indented under it; ``-f json`` (or ``yaml``) prints ``{"host": ...,
+"gpus": [...], "warnings": [...], "notes": [...]}`` with the state
+payload's GPU objects; ``csv`` and ``value`` the table's rows; ``-c``
+picks columns (:mod:`gpu_nova_ext.text_table`, design doc: Operator CLI).
+Every format says what discovery skipped (``warnings``: devices skipped or
+degraded) and which GPU-vendor PCI functions it does not offer, and why
+(``notes``): ``csv`` and ``value`` on stderr.
 
 Without a GPU, try the shipped sample host::
 
     gpu-nova-ext discover --nvml none --libvirt-uri \\
         test:///<site-packages>/gpu_nova_ext/inventory/samples/a100-vgpu-host.xml
 """
-import json
 import os
-import sys
 
 from gpu_nova_ext.inventory import manager
 from gpu_nova_ext import text_table
@@ -49,9 +50,10 @@ def register(subparsers):
         '--nvml', choices=('auto', 'none'), default='auto',
         help='auto: use NVML when it is a configured source and the NVIDIA '
              'driver is there; none: skip NVML.')
-    parser.add_argument(
-        '--format', choices=('table', 'json'), default='table',
-        help='Output format (default: table).')
+    text_table.add_arguments(
+        parser, document='{"host", "gpus": [the state payload\'s GPU '
+        'objects], "warnings", "notes"}', rows='a row per GPU (warnings '
+        'and notes on stderr)')
     parser.set_defaults(func=run)
 
 
@@ -62,52 +64,53 @@ def run(args, conf) -> int:
     if args.nvml == 'none':
         sources = [s for s in sources if s != 'nvml']
     inventory = manager.discover(conf, sources=sources)
-    if args.format == 'json':
-        data = inventory.to_dict()
-        data.update(warnings=list(inventory.warnings),
-                    notes=list(inventory.notes))
-        json.dump(data, sys.stdout, indent=2, sort_keys=True)
-        sys.stdout.write('\n')
-    else:
-        sys.stdout.write(format_table(inventory))
+    text_table.emit(args, listing(inventory))
     return 0
 
 
-def _fmt(value) -> str:
-    return '-' if value is None or value == '' else str(value)
+#: the table's columns, one per fact of a GPU
+COLUMNS = ('pci_address', 'vendor', 'model', 'memory', 'mode', 'offered',
+           'vfs', 'numa', 'driver', 'cc', 'health')
 
 
-def format_table(inventory) -> str:
-    """A readable table: one row per GPU, its vGPU types indented below."""
-    header = ('PCI ADDRESS', 'VENDOR', 'MODEL', 'MEMORY', 'MODE', 'OFFERED',
-              'VFS', 'NUMA', 'DRIVER', 'CC', 'HEALTH')
+def listing(inventory) -> text_table.Listing:
+    """A row per GPU; under it in the table, its vGPU types and health."""
     rows = []
+    details = []
     for gpu in inventory.gpus:
         memory = ('%d MiB' % gpu.memory_mib if gpu.memory_mib is not None
                   else None)
-        rows.append((gpu.pci_address, _fmt(gpu.vendor), _fmt(gpu.model),
-                     _fmt(memory), _fmt(gpu.mode),
-                     _fmt(gpu.offered_vgpu_type), str(len(gpu.vfs)),
-                     _fmt(gpu.numa_node),
+        rows.append([gpu.pci_address, _fmt(gpu.vendor), _fmt(gpu.model),
+                     memory, _fmt(gpu.mode), _fmt(gpu.offered_vgpu_type),
+                     len(gpu.vfs), gpu.numa_node,
                      _fmt(gpu.driver_version or gpu.kernel_driver),
-                     _fmt(gpu.cuda_cc), gpu.health.state))
-    table = text_table.lines(header, rows)
-    lines = ['Host %s: %d GPU(s)' % (inventory.host, len(inventory.gpus)),
-             table[0]]
-    for gpu, row in zip(inventory.gpus, table[1:]):
-        lines.append(row)
-        for t in gpu.merged_vgpu_types():
-            fb = ('%d MiB' % t.framebuffer_mib if t.framebuffer_mib
-                  else '-')
-            lines.append('    %s %-16s %10s  available %s of %s%s' % (
-                t.id.ljust(12), _fmt(t.name), fb, t.available, _fmt(t.max),
-                '  (offered)' if t.id == gpu.offered_vgpu_type else ''))
+                     _fmt(gpu.cuda_cc), gpu.health.state])
+        subs = [[t.id, t.name, '%d MiB' % t.framebuffer_mib
+                 if t.framebuffer_mib else None,
+                 # last: a cell of its own would pad every other row
+                 'available %s of %s%s' % (
+                     t.available,
+                     text_table.MISSING if t.max is None else t.max,
+                     '  (offered)' if t.id == gpu.offered_vgpu_type
+                     else '')]
+                for t in gpu.merged_vgpu_types()]
         if gpu.health.reasons:
-            lines.append('    health: %s' % ', '.join(gpu.health.reasons))
-    if not inventory.gpus:
-        lines.append('(no GPU found)')
-    for warning in inventory.warnings:
-        lines.append('warning: %s' % warning)
-    for note in inventory.notes:
-        lines.append('note: %s' % note)
-    return '\n'.join(lines) + '\n'
+            # last too: a long line widens no column of the vGPU types
+            subs.append(['health:', '', '', ', '.join(gpu.health.reasons)])
+        details.append(subs)
+    document = inventory.to_dict()
+    document.update(warnings=list(inventory.warnings),
+                    notes=list(inventory.notes))
+    return text_table.Listing(
+        columns=COLUMNS, rows=rows, details=details,
+        title=['Host %s: %d GPU(s)' % (inventory.host,
+                                       len(inventory.gpus))],
+        empty='(no GPU found)',
+        messages=(['warning: %s' % w for w in inventory.warnings] +
+                  ['note: %s' % n for n in inventory.notes]),
+        document=document)
+
+
+def _fmt(value):
+    """None for a missing value (the table prints ``-``, csv nothing)."""
+    return None if value == '' else value

@@ -19,12 +19,12 @@ of its Placement aggregates, or the model's ``layouts``), the steps the agent
 would take (enable MIG mode, destroy / create GPU instances) and why it
 cannot take them now (allocations in Placement, a server in libvirt,
 whole-GPU passthrough, a pending GPU reset).  Changes nothing (the
-Placement cycle it runs is a dry run).
+Placement cycle it runs is a dry run).  Output: ``-f table|json|yaml|csv|
+value`` and ``-c COLUMN`` (:mod:`gpu_nova_ext.text_table`); the table
+lists under each GPU its instances, the steps and why not.
 """
-import json
-import sys
-
 from gpu_nova_ext import exception
+from gpu_nova_ext import text_table
 
 
 def register(subparsers):
@@ -35,8 +35,10 @@ def register(subparsers):
     plan = sub.add_parser(
         'plan', help='Show what the agent would change to apply [mig] '
                      'layouts here, and what it cannot change now.')
-    plan.add_argument('--format', choices=('table', 'json'),
-                      default='table', help='Output format.')
+    text_table.add_arguments(
+        plan, document='{"host", "gpus": [per GPU: its columns and '
+        'instances, in_line, would, cannot], "warnings"}',
+        rows='a row per GPU (warnings on stderr)')
     plan.set_defaults(func=run_plan)
 
 
@@ -70,22 +72,27 @@ def rows(outcomes) -> list[dict]:
     return result
 
 
-def format_table(host, data, warnings) -> str:
-    lines = ['Host %s: %d GPU(s) with a MIG layout' % (host, len(data))]
+#: the table's columns: the keys of :func:`rows` with a single value
+COLUMNS = ('gpu', 'model', 'mig_mode', 'layout', 'layout_source')
+
+
+def listing(host, data, warnings) -> text_table.Listing:
+    """A row per GPU; under it in the table: what would change, why not."""
+    details = []
     for row in data:
-        lines.append('%s  %s  MIG %s  layout %s (from %s)' % (
-            row['gpu'], row['model'], row['mig_mode'], row['layout'] or '-',
-            row['layout_source'] or 'nowhere'))
+        subs = []
         if row['in_line']:
-            lines.append('    in line (instances: %s)' % ', '.join(
-                row['instances']))
-        for step in row['would']:
-            lines.append('    would %s' % step)
-        for why in row['cannot']:
-            lines.append('    cannot: %s' % why)
-    for warning in warnings:
-        lines.append('warning: %s' % warning)
-    return '\n'.join(lines) + '\n'
+            subs.append(['in line (instances: %s)' % ', '.join(
+                row['instances'])])
+        subs += [['would %s' % step] for step in row['would']]
+        subs += [['cannot: %s' % why] for why in row['cannot']]
+        details.append(subs)
+    return text_table.Listing(
+        columns=COLUMNS, rows=[[row[c] for c in COLUMNS] for row in data],
+        details=details,
+        title=['Host %s: %d GPU(s) with a MIG layout' % (host, len(data))],
+        messages=['warning: %s' % w for w in warnings],
+        document={'host': host, 'gpus': data, 'warnings': warnings})
 
 
 def run_plan(args, conf) -> int:
@@ -117,12 +124,6 @@ def run_plan(args, conf) -> int:
         warnings.append('libvirt at %s could not be read: servers unknown, '
                         'so no GPU would be laid out' %
                         conf.agent.libvirt_uri)
-    data = rows(agent.mig.last)
-    if args.format == 'json':
-        json.dump({'host': inventory.host, 'gpus': data,
-                   'warnings': warnings}, sys.stdout, indent=2,
-                  sort_keys=True)
-        sys.stdout.write('\n')
-    else:
-        sys.stdout.write(format_table(inventory.host, data, warnings))
+    text_table.emit(args, listing(inventory.host, rows(agent.mig.last),
+                                  warnings))
     return 0

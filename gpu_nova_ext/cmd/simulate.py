@@ -10,7 +10,7 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""``gpu-nova-ext simulate [SCENARIO.yaml] [--format table|json|csv]``.
+"""``gpu-nova-ext simulate [SCENARIO.yaml] [-f table|json|yaml|csv|value]``.
 
 Plays a scenario (the shipped one without an argument) on an embedded
 Placement with Nova's scheduler code and our plugins, and prints where each
@@ -28,6 +28,7 @@ import warnings
 from gpu_nova_ext import exception
 from gpu_nova_ext.simulate import policies
 from gpu_nova_ext.simulate import scenario as scn
+from gpu_nova_ext import text_table
 
 
 def register(subparsers):
@@ -42,10 +43,10 @@ def register(subparsers):
                         scn.SCENARIO_DIR + '/example.yaml'))
     parser.add_argument('scenario', nargs='?', metavar='SCENARIO.yaml',
                         help='Scenario file (default: the shipped one).')
-    parser.add_argument('--format', choices=('table', 'json', 'csv'),
-                        default='table',
-                        help='Result as tables (default), JSON, or CSV (one '
-                             'row per server).')
+    text_table.add_arguments(
+        parser, document='the whole result (with --compare, one per '
+        'policy under "policies")', rows='a row per server (and policy), '
+        'then one per remediation move')
     parser.add_argument(
         '--compare', nargs='+', metavar='NAME[=FILE_OR_OVERRIDES]',
         help='Run the scenario once per policy (same hosts, steps, workload '
@@ -192,6 +193,9 @@ def _simulate(args) -> int:
             raise exception.ConfigError(reason=(
                 '--plot needs matplotlib, which is not installed: pip '
                 'install "gpu-nova-ext[plot]" (or drop --plot)'))
+    # a -c typo is said before the run, not after it
+    text_table.Listing(columns=output.CSV_FIELDS + output.CSV_MOVE_FIELDS,
+                       rows=()).select(args.columns)
     scenario = scn.load(args.scenario)
     _progress('scenario %s: %d hosts, %d flavors, %d steps%s' % (
         scenario.path, len(scenario.hosts), len(scenario.flavors),
@@ -205,12 +209,7 @@ def _simulate(args) -> int:
     else:
         results = [_run_policy(name, variant, _bar)
                    for name, variant in variants]
-    if args.format == 'json':
-        print(output.to_json(results))
-    elif args.format == 'csv':
-        print(output.to_csv(results), end='')
-    else:
-        print(output.to_table(results))
+    text_table.emit(args, output.listing(results))
     if args.plot:
         output.plot(results, args.plot)
         _progress('plot written to %s' % args.plot)

@@ -15,7 +15,8 @@
 The standard keystoneauth session, auth and adapter options, so both a
 Keystone-protected Placement (``auth_type = password``) and a noauth2 one
 (``auth_type = admin_token``, ``endpoint = http://...``, ``token = admin``)
-work; plus the retry policy of our writes.
+work; plus the retry policy of our requests, which keystoneauth carries
+out (:func:`gpu_nova_ext.placement.client.retry_arguments`).
 """
 from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
@@ -49,16 +50,30 @@ random (jittered) time first.
         default=3,
         min=0,
         help="""
-Times a request is retried after a connection error or a 5xx answer, with
-exponential backoff, before the cycle gives up on it (the next cycle tries
-again).
+Times a request is retried after a connection error or a 5xx answer before
+the cycle gives up on it (the next cycle tries again).  keystoneauth does
+the retrying: this is its ``connect_retries`` and ``status_code_retries``
+(and the session's ``connect_retries`` for Keystone's token requests)
+unless those options are set in this group.  A request that timed out is
+not retried (see ``timeout``).
+
+Related options: ``retry_backoff``; keystoneauth's ``connect_retries``,
+``status_code_retries``, ``retriable_status_codes`` (default here: every
+5xx).
 """),
     cfg.FloatOpt(
         'retry_backoff',
-        default=0.5,
         min=0.0,
         help="""
-Base delay in seconds of the exponential backoff between retries.
+Seconds between two retries of a request (keystoneauth's
+``connect_retry_delay`` and ``status_code_retry_delay``, unless those are
+set in this group).  Unset (the default): keystoneauth's exponential
+backoff, 0.5 s before the first retry, doubling each time, at most 60 s.
+0 retries at once.  A ``Retry-After`` header of Placement's answer wins.
+Also scales the short random wait before a generation-conflict retry
+(``max_conflict_retries``); 0 leaves that wait out.
+
+Related options: ``max_request_retries``, ``max_conflict_retries``.
 """),
 ]
 

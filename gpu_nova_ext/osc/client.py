@@ -25,6 +25,7 @@
   without one, the defaults and the usual configuration files.
 """
 from keystoneauth1 import adapter as ks_adapter
+from keystoneauth1 import discover
 from keystoneauth1 import exceptions as ks_exc
 from oslo_config import cfg
 
@@ -35,11 +36,6 @@ from gpu_nova_ext.placement import client as placement_client
 
 #: the oldest Placement microversion every command works with
 PLACEMENT_MIN_VERSION = placement_client.BASE_VERSION
-
-
-def _version(text: str) -> tuple[int, int]:
-    major, _sep, minor = text.partition('.')
-    return int(major), int(minor or 0)
 
 
 class GpuClient:
@@ -83,7 +79,8 @@ class GpuClient:
                 session=inst.session, service_type='placement',
                 interface=inst.interface, region_name=inst.region_name,
                 endpoint_override=inst.get_configuration().get(
-                    'placement_endpoint_override'))
+                    'placement_endpoint_override'),
+                **placement_client.retry_arguments(self.conf.placement))
             check_microversion(adapter)
             self._placement = placement_client.PlacementClient(
                 self.conf, adapter=adapter)
@@ -93,14 +90,14 @@ class GpuClient:
 def check_microversion(adapter) -> None:
     """Refuse, naming both versions, a Placement too old for our commands.
 
-    Placement's root document (``GET /``, no token needed) says the
-    newest microversion it serves.
+    keystoneauth's endpoint data (its discovery of Placement's root
+    document, ``GET /``, no token needed) says the newest microversion
+    Placement serves.
     """
+    endpoint = '?'
     try:
         endpoint = adapter.get_endpoint() or '?'
-        resp = adapter.get('/', raise_exc=False,
-                           headers={'Accept': 'application/json'})
-        served = resp.json()['versions'][0]['max_version']
+        data = adapter.get_endpoint_data()
     except ks_exc.EndpointNotFound as exc:
         raise exception.CloudPlacementUnavailable(
             endpoint='(no placement endpoint in the service catalog)',
@@ -108,11 +105,12 @@ def check_microversion(adapter) -> None:
     except ks_exc.ClientException as exc:
         raise exception.CloudPlacementUnavailable(
             endpoint=endpoint, reason=str(exc))
-    except (ValueError, KeyError, IndexError, TypeError):
+    served = data.max_microversion if data is not None else None
+    if served is None:
         raise exception.CloudPlacementUnavailable(
-            endpoint=endpoint, reason='its root document (GET /) is not '
-            "Placement's version list: %s" % placement_client.excerpt(
-                resp.text))
-    if _version(served) < _version(PLACEMENT_MIN_VERSION):
+            endpoint=endpoint, reason='its root document (GET /) does not '
+            "list Placement's microversions")
+    if served < discover.normalize_version_number(PLACEMENT_MIN_VERSION):
         raise exception.PlacementTooOld(
-            endpoint=endpoint, served=served, needed=PLACEMENT_MIN_VERSION)
+            endpoint=endpoint, served=discover.version_to_string(served),
+            needed=PLACEMENT_MIN_VERSION)

@@ -17,8 +17,11 @@ A keystoneauth1 adapter built from the ``[placement]`` options (so both
 with ``endpoint``/``token`` against a noauth2 Placement work), with:
 
 * named microversion constants (all >= 1.36);
-* backoff and bounded retries on connection errors and 5xx answers
-  (``[placement] max_request_retries`` / ``retry_backoff``);
+* keystoneauth's own bounded retries of connection errors and 5xx
+  answers (``[placement] max_request_retries`` / ``retry_backoff``, or
+  keystoneauth's ``connect_retries`` / ``status_code_retries`` /
+  ``retriable_status_codes`` and their delays where set: see
+  :func:`retry_arguments`); a request that timed out is not retried;
 * generation-checked writes re-read and retried, with jitter, on 409
   ``placement.concurrent_update`` (``[placement] max_conflict_retries``);
 * typed errors: :class:`~gpu_nova_ext.exception.PlacementUnavailable`,
@@ -32,7 +35,9 @@ import urllib.parse
 
 from keystoneauth1 import exceptions as ks_exc
 from keystoneauth1 import loading as ks_loading
+from keystoneauth1 import session as ks_session
 from oslo_log import log as logging
+import requests
 
 from gpu_nova_ext import exception
 
@@ -59,6 +64,17 @@ ALLOCATION_CANDIDATES_VERSION = '1.36'
 CONCURRENT_UPDATE = 'placement.concurrent_update'
 INVENTORY_INUSE = 'placement.inventory.inuse'
 PROVIDER_IN_USE = 'placement.resource_provider.inuse'
+
+#: the answers a request is retried after: every 5xx (Placement, or the
+#: proxy in front of it, failing for now); 4xx answers are ours to fix
+RETRIABLE_STATUS_CODES = tuple(range(500, 600))
+
+#: ``[placement] retry_backoff = 0``: the shortest delay keystoneauth
+#: takes as a delay
+_AT_ONCE = 0.001
+#: ``[placement] retry_backoff`` unset: the base of the jittered wait
+#: before a generation-conflict retry (keystoneauth's first delay)
+_CONFLICT_BACKOFF = 0.5
 
 _BODY_EXCERPT = 300
 
@@ -113,6 +129,60 @@ def _check_password_options(conf) -> None:
                'are' if len(missing) > 1 else 'is')))
 
 
+def retry_arguments(group) -> dict[str, Any]:
+    """keystoneauth's retry arguments from the ``[placement]`` options.
+
+    keystoneauth's own options of the group (``connect_retries``,
+    ``status_code_retries``, ``connect_retry_delay``,
+    ``status_code_retry_delay``, ``retriable_status_codes``) win where
+    set; otherwise ``max_request_retries`` bounds both kinds of retry,
+    ``retry_backoff`` is the delay between two (unset: keystoneauth's
+    exponential backoff, 0.5 s doubling), and every 5xx is retried.
+    """
+    def own(name, default):
+        value = getattr(group, name, None)
+        return default if value is None else value
+
+    retries = group.max_request_retries
+    delay = group.retry_backoff
+    if delay == 0:
+        # keystoneauth reads a delay of 0 as "unset" (exponential)
+        delay = _AT_ONCE
+    return {
+        'connect_retries': own('connect_retries', retries),
+        'status_code_retries': own('status_code_retries', retries),
+        'connect_retry_delay': own('connect_retry_delay', delay),
+        'status_code_retry_delay': own('status_code_retry_delay', delay),
+        'retriable_status_codes': list(
+            own('retriable_status_codes', None) or RETRIABLE_STATUS_CODES),
+    }
+
+
+class _TimeoutNotRetried(requests.exceptions.RequestException):
+    """A request that got no answer within ``[placement] timeout``."""
+
+
+class _NoRetryOnTimeout(ks_session.TCPKeepAliveAdapter):
+    """keystoneauth's transport, with timeouts it does not retry.
+
+    keystoneauth retries a timed-out request as it retries a refused
+    connection; a service that took ``[placement] timeout`` seconds not to
+    answer would make the agent or the CLI wait that long again for each
+    retry.  Raised as another requests error, a timeout reaches us as
+    keystoneauth's (not retried) UnknownConnectionError.
+    """
+
+    def send(self, *args, **kwargs):
+        try:
+            return super().send(*args, **kwargs)
+        except requests.exceptions.Timeout as exc:
+            raise _TimeoutNotRetried(str(exc)) from exc
+
+
+def _timed_out(exc: Exception) -> bool:
+    return isinstance(getattr(exc, 'original', None), _TimeoutNotRetried)
+
+
 def _load_adapter(conf):
     """Build the keystoneauth adapter; bad or missing options -> ConfigError.
 
@@ -144,10 +214,16 @@ def _load_adapter(conf):
     for option in ('endpoint', 'endpoint_override', 'auth_url'):
         _check_url(option, getattr(conf.placement, option, None))
     _check_password_options(conf)
+    retry = retry_arguments(conf.placement)
+    # connect_retries here too: Keystone's token and version requests are
+    # the session's, not the adapter's
     session = ks_loading.load_session_from_conf_options(
-        conf, GROUP, auth=auth)
+        conf, GROUP, auth=auth, connect_retries=retry['connect_retries'])
+    transport = _NoRetryOnTimeout()
+    for scheme in ('http://', 'https://'):
+        session.session.mount(scheme, transport)
     return ks_loading.load_adapter_from_conf_options(
-        conf, GROUP, session=session, auth=auth)
+        conf, GROUP, session=session, auth=auth, **retry)
 
 
 class PlacementClient:
@@ -157,11 +233,12 @@ class PlacementClient:
     None for an empty one) of a 2xx answer and raise a typed error for
     anything else.  :attr:`writes` counts the write requests sent.
 
-    :param abort: an Event that, once set, cuts retry waits short (the
-        agent sets it at SIGTERM so it exits at once).
+    :param abort: an Event that, once set, cuts generation-conflict retry
+        waits short (the agent sets it at SIGTERM so it exits at once).
     :param adapter: a keystoneauth adapter for Placement already made (the
         ``openstack gpu`` commands: from clouds.yaml through osc-lib's
-        session); default: built from the ``[placement]`` options.
+        session, with :func:`retry_arguments`); default: built from the
+        ``[placement]`` options.
     """
 
     def __init__(self, conf, abort: threading.Event | None = None,
@@ -204,7 +281,8 @@ class PlacementClient:
         """
         auth = self._adapter.auth
         auth_url = getattr(auth, 'auth_url', None)
-        timed_out = isinstance(exc, ks_exc.ConnectTimeout)
+        timed_out = (_timed_out(exc) or
+                     isinstance(exc, ks_exc.ConnectTimeout))
         reason = str(exc)
         if timed_out:
             reason = 'no answer within %s seconds ([placement] timeout)' % (
@@ -221,45 +299,18 @@ class PlacementClient:
             # another refusal (e.g. Keystone refused our credentials)
             error = exception.PlacementUnavailable(endpoint=self.endpoint,
                                                    reason=reason)
-        error.timed_out = timed_out
         return error
 
     def request(self, method: str, path: str, body: Any = None,
                 version: str = BASE_VERSION) -> Any:
-        """One request, retried with backoff on connection errors and 5xx.
+        """One request; keystoneauth retries connection errors and 5xx.
 
         :raises PlacementUnavailable: still failing after
-            ``[placement] max_request_retries`` retries.
+            :func:`retry_arguments`' retries (a timeout at once).
         :raises PlacementAPIError: a 4xx answer (``kwargs['code']`` holds
             Placement's error code).
         :raises PlacementInvalidResponse: a 2xx answer that is not JSON.
         """
-        retries = self.conf.placement.max_request_retries
-        attempt = 0
-        while True:
-            try:
-                return self._request_once(method, path, body, version)
-            except exception.PlacementUnavailable as exc:
-                # A timed-out request is not repeated: a service that took
-                # [placement] timeout seconds not to answer would make the
-                # caller wait that long again for each retry.
-                if (attempt >= retries or self.abort.is_set() or
-                        getattr(exc, 'timed_out', False)):
-                    raise
-                delay = self._backoff(attempt)
-                LOG.warning('Placement request %(method)s %(path)s failed '
-                            '(%(err)s); retry %(n)d of %(max)d in %(d).1fs',
-                            {'method': method, 'path': path, 'err': exc,
-                             'n': attempt + 1, 'max': retries, 'd': delay})
-                if self.abort.wait(delay):
-                    raise
-                attempt += 1
-
-    def _backoff(self, attempt: int) -> float:
-        base = self.conf.placement.retry_backoff * (2 ** attempt)
-        return base * (0.5 + self._rand.random())
-
-    def _request_once(self, method, path, body, version):
         kwargs = {'microversion': version, 'raise_exc': False,
                   'headers': {'Accept': 'application/json'}}
         if body is not None:
@@ -326,9 +377,11 @@ class PlacementClient:
                         request_id=exc.kwargs.get('request_id'),
                         retries=retries, detail=exc.kwargs.get('detail'),
                         code=CONCURRENT_UPDATE)
+                backoff = self.conf.placement.retry_backoff
+                if backoff is None:
+                    backoff = _CONFLICT_BACKOFF
                 delay = self._rand.uniform(
-                    0.0, 0.1 * (attempt + 1)) * min(
-                        1.0, self.conf.placement.retry_backoff * 2)
+                    0.0, 0.1 * (attempt + 1)) * min(1.0, backoff * 2)
                 LOG.info('Placement generation conflict on %(method)s '
                          '%(path)s (request id %(rid)s); re-reading, retry '
                          '%(n)d of %(max)d', {

@@ -13,13 +13,12 @@
 """Render simulation results: text tables, JSON, CSV, a plot.
 
 One result (``gpu-nova-ext simulate``) or several side by side
-(``--compare``).  Long runs keep the table readable: per-server and
+(``--compare``).  :func:`listing` is what ``-f``/``-c`` print (through
+:mod:`gpu_nova_ext.text_table`, as every ``gpu-nova-ext`` command):
+the report of :func:`to_table`, the document of :func:`document`, or the
+rows of :func:`rows`.  Long runs keep the table readable: per-server and
 per-GPU rows are shown up to :data:`MAX_ROWS`, the summary always.
 """
-import csv
-import io
-import json
-
 from gpu_nova_ext.simulate import misplaced
 from gpu_nova_ext.simulate import quotas
 from gpu_nova_ext.simulate import reservations
@@ -34,13 +33,23 @@ MAX_WEIGHTS_SHOWN = 4
 MAX_ROWS = 200
 
 
+def document(results: list[runner.Result]) -> dict:
+    """What ``-f json`` and ``-f yaml`` print (in the results' order)."""
+    if len(results) == 1:
+        return results[0].to_dict()
+    return {'policies': [r.to_dict() for r in results]}
+
+
 def to_json(results: list[runner.Result]) -> str:
     """Strict JSON: NaN or infinity raise instead of being written."""
-    if len(results) == 1:
-        data = results[0].to_dict()
-    else:
-        data = {'policies': [r.to_dict() for r in results]}
-    return json.dumps(data, indent=2, sort_keys=False, allow_nan=False)
+    return text_table.to_json(document(results), sort_keys=False)
+
+
+def listing(results: list[runner.Result]) -> text_table.Listing:
+    columns, data = rows(results)
+    return text_table.Listing(
+        columns=columns, rows=data, document=document(results),
+        sort_keys=False, report=lambda: to_table(results))
 
 
 CSV_FIELDS = ('policy', 'server', 'flavor', 'host', 'gpus', 'error',
@@ -50,32 +59,38 @@ CSV_MOVE_FIELDS = ('record', 'step', 'from_host', 'from_gpus', 'action',
                    'outcome')
 
 
-def to_csv(results: list[runner.Result]) -> str:
+def rows(results: list[runner.Result]) -> tuple[tuple, list[list]]:
     """One row per server (and policy); then one per remediation move.
 
     With ``remediation:`` the rows gain a ``record`` column (``boot`` or
     ``move``); a move's ``host``/``gpus`` are where the server went and its
-    ``error`` why it did not move.
+    ``error`` why it did not move.  None where a row has no value (csv
+    writes nothing, the table and ``value`` a ``-``).
+
+    :returns: the columns and the rows.
     """
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator='\n')
     moves = any(r.moves is not None for r in results)
-    writer.writerow(CSV_FIELDS + (CSV_MOVE_FIELDS if moves else ()))
+    out = []
     for result in results:
         for s in result.servers:
-            writer.writerow([result.policy or '', s.server, s.flavor,
-                             s.host or '', ' '.join(s.gpus), s.error or '',
-                             '%.2f' % s.arrived_pct, s.misplaced or ''] +
-                            (['boot', '', '', '', '', ''] if moves else []))
+            out.append([result.policy, s.server, s.flavor, s.host,
+                        ' '.join(s.gpus) or None, s.error or None,
+                        '%.2f' % s.arrived_pct, s.misplaced or None] +
+                       (['boot'] + [None] * 5 if moves else []))
         flavors = {s.server: s.flavor for s in result.servers}
         for m in result.moves or []:
-            writer.writerow([
-                result.policy or '', m.server, flavors.get(m.server, ''),
-                m.to_host or '', ' '.join(m.to_gpus),
-                '' if m.outcome == 'moved' else m.why(), '', '', 'move',
-                str(m.step), m.host, ' '.join(m.gpus), m.action,
-                m.outcome])
-    return out.getvalue()
+            out.append([
+                result.policy, m.server, flavors.get(m.server),
+                m.to_host, ' '.join(m.to_gpus) or None,
+                None if m.outcome == 'moved' else m.why(), None, None,
+                'move', str(m.step), m.host, ' '.join(m.gpus) or None,
+                m.action, m.outcome])
+    return CSV_FIELDS + (CSV_MOVE_FIELDS if moves else ()), out
+
+
+def to_csv(results: list[runner.Result]) -> str:
+    """:func:`rows` as ``-f csv`` prints them."""
+    return text_table.to_csv(*rows(results))
 
 
 def _why(server: runner.ServerResult) -> str:

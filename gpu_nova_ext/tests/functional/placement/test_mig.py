@@ -94,8 +94,8 @@ class TestMigLayouts(base.PlacementTestCase):
         self.assertEqual(0, rc)
         text = out.getvalue()
         self.assertIn('Host cmp-1: 2 GPU(s) with a MIG layout', text)
-        self.assertIn('0000:3b:00.0  A100_80GB_PCIE  MIG disabled  layout '
-                      '3g.40gb=2', text)
+        self.assertIn('0000:3b:00.0  A100_80GB_PCIE  disabled  3g.40gb=2  '
+                      'model', text)
         self.assertIn('    cannot: holds allocations in Placement', text)
         self.assertIn('    would create 3g.40gb at slice 4', text)
 
