@@ -17,7 +17,8 @@
 import os
 import sys
 
-# doc/source/_exts: the metric reference (generated from the exporter)
+# doc/source/_exts: the metric reference (generated from the exporter) and
+# the gpu: flavor key table (from the request parser's registry)
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(
     __file__)), '_exts'))
 
@@ -29,6 +30,8 @@ extensions = [
     # the release notes, from releasenotes/notes and the git history
     'reno.sphinxext',
     'metric_reference',
+    # the gpu: flavor keys, from the request parser's registry
+    'flavor_keys',
     # the openstack gpu reference, from the parsers of openstack.gpu.v1
     'cliff.sphinxext',
 ]

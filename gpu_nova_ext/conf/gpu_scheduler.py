@@ -24,7 +24,21 @@ gpu_scheduler_group = cfg.OptGroup(
     help='Options of the gpu_nova_ext filters and of the GPU state cache '
          'that runs inside each nova-scheduler process.')
 
-POLICIES = ('pack', 'spread', 'coolest', 'least_loaded', 'fragmentation')
+#: The intra-host policies and what each does: the one list for
+#: ``intra_host_policy`` below and the flavor key ``gpu:intra_host_policy``
+#: (``scheduler.request.KEYS`` reads it from here, as state and conf, which
+#: Nova's processes and the agent load, may not import the scheduler).
+INTRA_HOST_POLICIES = (
+    ('pack', 'Prefer the GPU with the least free capacity left.'),
+    ('spread', 'Prefer the GPU with the most free capacity left.'),
+    ('coolest', 'Prefer the GPU with the most thermal headroom.'),
+    ('least_loaded', 'Prefer the GPU with the lowest utilization.'),
+    ('fragmentation',
+     'Prefer the GPU whose use leaves the host least fragmented for the '
+     'expected request mix (fragmentation_request_mix); among equals, as '
+     'pack.'),
+)
+POLICIES = tuple(dict(INTRA_HOST_POLICIES))
 
 
 def parse_entry(value: str) -> tuple[float, int, int, float]:
@@ -108,16 +122,7 @@ lists them.  Requests without GPUs are never affected.
     cfg.StrOpt(
         'intra_host_policy',
         default='pack',
-        choices=[
-            ('pack', 'Prefer the GPU with the least free capacity left.'),
-            ('spread', 'Prefer the GPU with the most free capacity left.'),
-            ('coolest', 'Prefer the GPU with the most thermal headroom.'),
-            ('least_loaded', 'Prefer the GPU with the lowest utilization.'),
-            ('fragmentation',
-             'Prefer the GPU whose use leaves the host least fragmented '
-             'for the expected request mix (fragmentation_request_mix); '
-             'among equals, as pack.'),
-        ],
+        choices=INTRA_HOST_POLICIES,
         help="""
 Which GPU inside a host GpuCandidateOrderFilter puts first among the
 host's allocation candidates (Nova claims the first).  A flavor's

@@ -34,6 +34,12 @@ the scheduler (design doc: Flavor extra specs).
 
 Every GPU flavor thus draws one per-model (or, vendor VFIO, per-type)
 resource class, which is what unified limits count (:func:`quota_class`).
+
+The ``gpu:`` keys are the registry's
+(:data:`gpu_nova_ext.scheduler.request.KEYS`): one
+:class:`GpuFlavorRequest` field (and one ``flavor create`` option) per
+key, named after it, each value checked by the scheduler's own parser, so
+the CLI accepts exactly what nova-api and the filters accept.
 """
 import dataclasses
 import re
@@ -41,28 +47,25 @@ import re
 from gpu_nova_ext import exception
 from gpu_nova_ext import naming
 from gpu_nova_ext.operator import nova_conf
+from gpu_nova_ext.operator import quota
+from gpu_nova_ext.scheduler import request
 
-MODES = ('vgpu', 'passthrough')
+# what only a flavor has (no gpu: key): how its GPUs are requested
 VGPU_BACKENDS = ('mdev', 'vfio')
 PCI_ACCOUNTING = ('placement', 'inventory')
 VGPU_CLASSES = nova_conf.VGPU_CLASSES
-HEALTH = ('healthy', 'degraded_ok', 'any')
-POLICIES = ('pack', 'spread', 'coolest', 'least_loaded')
-
-_SIZE_RE = re.compile(r'^\s*(\d+)\s*(MB|MIB|GB|GIB)?\s*$', re.IGNORECASE)
-_VERSION_RE = re.compile(r'^\d+(\.\d+)*$')
-_CC_RE = re.compile(r'^\d+\.\d+$')
+# how flavor create writes a value it accepts in another spelling
+_SPELLING = {'gpu:vendor': str.lower,
+             'gpu:memory_min': lambda value: re.sub(r'\s+', '', value)}
 
 
-def parse_size_mib(value: str) -> int:
-    """``16GB`` / ``16GiB`` -> 16384; ``4096``/``4096MB`` -> 4096."""
-    m = _SIZE_RE.match(str(value))
-    if not m:
-        raise exception.GpuNovaExtException(
-            'Invalid GPU memory size %r: give an integer in MiB or one with '
-            'a unit MB, MiB, GB or GiB (for example 16GB).' % value)
-    number, unit = int(m.group(1)), (m.group(2) or 'MIB').upper()
-    return number * 1024 if unit in ('GB', 'GIB') else number
+def attribute(key: request.Key) -> str:
+    """``gpu:memory_min`` -> ``memory_min``.
+
+    The :class:`GpuFlavorRequest` field that sets the key, and (dashed)
+    the ``openstack gpu flavor create`` option: ``--memory-min``.
+    """
+    return key.name[len(request.PREFIX):]
 
 
 @dataclasses.dataclass
@@ -85,6 +88,7 @@ class GpuFlavorRequest:
     driver_min: str | None = None
     health: str | None = None
     intra_host_policy: str | None = None
+    power_profile: str | None = None
 
 
 def _bad(what: str, value, allowed: str):
@@ -92,24 +96,45 @@ def _bad(what: str, value, allowed: str):
         'Invalid %s %r: %s.' % (what, value, allowed))
 
 
-def _validate(req: GpuFlavorRequest) -> str:
-    model = naming.normalize_model(req.model)
-    if not model:
-        raise _bad('--model', req.model, 'give a GPU model such as '
-                   'A100_80GB_PCIE or A100 (see gpu-nova-ext discover)')
+def _gpu_specs(req: GpuFlavorRequest) -> dict[str, str]:
+    """The ``gpu:`` keys of the flavor, each checked by the request parser.
+
+    ``--model`` is one model, written normalized.
+    """
+    specs = {}
+    for key in request.KEYS.values():
+        value = getattr(req, attribute(key))
+        if value is None:
+            continue
+        value = _SPELLING.get(key.name, str)(value)
+        option = '--' + attribute(key).replace('_', '-')
+        try:
+            parsed = key.parse(value)
+        except ValueError as exc:
+            if key.name == 'gpu:model':
+                raise _bad(option, value, 'give one GPU model such as '
+                           'A100_80GB_PCIE or A100 (see gpu-nova-ext '
+                           'discover)')
+            raise _bad(option, value, 'use %s' % exc)
+        if key.name == 'gpu:model':
+            if len(parsed) != 1:
+                raise _bad(option, value, 'give one GPU model, not a list')
+            value = parsed[0]
+        specs[key.name] = value
+    return specs
+
+
+def _validate(req: GpuFlavorRequest) -> dict[str, str]:
+    """The flavor's ``gpu:`` keys, after every check of the request."""
     if req.count < 1:
         raise _bad('--count', req.count, 'give a positive number of GPUs')
-    if req.mode not in MODES:
-        raise _bad('--mode', req.mode, 'use one of %s' % ', '.join(MODES))
-    if req.vgpu_backend not in VGPU_BACKENDS:
-        raise _bad('--vgpu-backend', req.vgpu_backend,
-                   'use one of %s' % ', '.join(VGPU_BACKENDS))
-    if req.vgpu_class not in VGPU_CLASSES:
-        raise _bad('--vgpu-class', req.vgpu_class,
-                   'use one of %s' % ', '.join(VGPU_CLASSES))
-    if req.pci_accounting not in PCI_ACCOUNTING:
-        raise _bad('--pci-accounting', req.pci_accounting,
-                   'use one of %s' % ', '.join(PCI_ACCOUNTING))
+    for option, value, allowed in (
+            ('--vgpu-backend', req.vgpu_backend, VGPU_BACKENDS),
+            ('--vgpu-class', req.vgpu_class, VGPU_CLASSES),
+            ('--pci-accounting', req.pci_accounting, PCI_ACCOUNTING)):
+        if value not in allowed:
+            raise _bad(option, value, 'use one of %s' % ', '.join(allowed))
+    specs = _gpu_specs(req)
     if req.mode == 'passthrough' and (req.vgpu_type or req.mig):
         raise _bad('--mode', req.mode, '--vgpu-type and --mig only apply to '
                    '--mode vgpu')
@@ -117,29 +142,13 @@ def _validate(req: GpuFlavorRequest) -> str:
             and not req.vgpu_type):
         raise _bad('--vgpu-backend', 'vfio', 'vendor VFIO vGPU flavors '
                    'name their type: add --vgpu-type (for example L40S-12Q)')
-    if req.memory_min is not None:
-        parse_size_mib(req.memory_min)
-    if req.vendor is not None and req.vendor.lower() not in naming.VENDORS:
-        raise _bad('--vendor', req.vendor,
-                   'use one of %s' % ', '.join(naming.VENDORS))
-    if req.cuda_cc_min is not None and not _CC_RE.match(req.cuda_cc_min):
-        raise _bad('--cuda-cc-min', req.cuda_cc_min, 'use X.Y, e.g. 8.0')
-    if req.driver_min is not None and not _VERSION_RE.match(req.driver_min):
-        raise _bad('--driver-min', req.driver_min,
-                   'use a dotted version, e.g. 550.54.15')
-    if req.health is not None and req.health not in HEALTH:
-        raise _bad('--health', req.health, 'use one of %s' % ', '.join(
-            HEALTH))
-    if (req.intra_host_policy is not None
-            and req.intra_host_policy not in POLICIES):
-        raise _bad('--intra-host-policy', req.intra_host_policy,
-                   'use one of %s' % ', '.join(POLICIES))
-    return model
+    return specs
 
 
 def extra_specs(req: GpuFlavorRequest) -> dict[str, str]:
     """The flavor's extra specs, Nova's and ``gpu:``.  No I/O."""
-    model = _validate(req)
+    gpu = _validate(req)
+    model = gpu['gpu:model']
     specs: dict[str, str] = {}
     if req.mode == 'passthrough':
         alias = req.alias or nova_conf.alias_name(model)
@@ -158,22 +167,50 @@ def extra_specs(req: GpuFlavorRequest) -> dict[str, str]:
         specs['trait:%s' % naming.MIG_ENABLED_TRAIT] = 'required'
     if req.vendor:
         specs['trait:%s' % naming.vendor_trait(req.vendor)] = 'required'
-        specs['gpu:vendor'] = req.vendor.lower()
-    specs['gpu:model'] = model
-    specs['gpu:mode'] = req.mode
-    if req.vgpu_type:
-        specs['gpu:vgpu_type'] = req.vgpu_type
-    if req.memory_min is not None:
-        specs['gpu:memory_min'] = req.memory_min.strip().replace(' ', '')
-    if req.cuda_cc_min:
-        specs['gpu:cuda_cc_min'] = req.cuda_cc_min
-    if req.driver_min:
-        specs['gpu:driver_min'] = req.driver_min
-    if req.health:
-        specs['gpu:health'] = req.health
-    if req.intra_host_policy:
-        specs['gpu:intra_host_policy'] = req.intra_host_policy
+    specs.update(gpu)
     return specs
+
+
+def model_kind(req: GpuFlavorRequest) -> str | None:
+    """The kind of GPU class ``--model`` names (:mod:`.quota`), or None.
+
+    None: the flavor asks Nova's ``VGPU`` or a vendor VFIO type's class,
+    which the model does not name.
+    """
+    if req.mode == 'passthrough':
+        return quota.PASSTHROUGH
+    if req.vgpu_backend == 'mdev' and req.vgpu_class == 'model':
+        return quota.VGPU
+    return None
+
+
+def resolve_model(req: GpuFlavorRequest,
+                  resource_classes: list[str]) -> GpuFlavorRequest:
+    """``req`` with a model prefix resolved against Placement's classes.
+
+    When Placement (``resource_classes``: its class names) lacks the
+    class the model names, and the model is a prefix (``A100``, at a
+    ``_``, as ``gpu:model`` matches) of exactly one GPU model offered in
+    the flavor's kind, the flavor is made for that model
+    (``A100_80GB_PCIE``); several: refused, naming them.  No match: as
+    given (``flavor create`` then refuses a ``resources:`` class no host
+    offers).  No I/O.
+    """
+    kind = model_kind(req)
+    if kind is None or quota_class(req) in resource_classes:
+        return req
+    classes = quota.gpu_classes(resource_classes)
+    try:
+        matched = quota.resolve_model(req.model, classes, kind)
+    except exception.InvalidArgument:
+        return req
+    models = sorted({c.model for c in matched})
+    if len(models) > 1:
+        raise exception.InvalidArgument(
+            argument='--model', value=req.model,
+            reason='%d GPU models offered as %s match it: %s. Give one of '
+                   'them' % (len(models), kind, ', '.join(models)))
+    return dataclasses.replace(req, model=models[0])
 
 
 def quota_class(req: GpuFlavorRequest) -> str:
@@ -184,7 +221,7 @@ def quota_class(req: GpuFlavorRequest) -> str:
     ``CUSTOM_GPU_<MODEL>``; vendor VFIO vGPU: ``CUSTOM_GPU_VGPU_<TYPE>``;
     mdev vGPU: ``CUSTOM_VGPU_<MODEL>``, or ``VGPU`` (not per model).
     """
-    model = _validate(req)
+    model = _validate(req)['gpu:model']
     if req.mode == 'passthrough':
         return naming.model_resource_class(model)
     if req.vgpu_backend == 'vfio':

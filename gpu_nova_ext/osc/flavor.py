@@ -25,6 +25,7 @@ from gpu_nova_ext.operator import flavor
 from gpu_nova_ext.operator import gpu_consumers
 from gpu_nova_ext.operator import quota
 from gpu_nova_ext.osc import command
+from gpu_nova_ext.scheduler import request
 
 #: the first compute microversion at which nova-api validates extra specs
 EXTRA_SPECS_MICROVERSION = '2.86'
@@ -49,16 +50,44 @@ def gpu_specs(extra_specs: dict) -> dict:
     return out
 
 
-def plan_from_args(args) -> flavor.FlavorPlan:
-    req = flavor.GpuFlavorRequest(
-        model=args.model, count=args.count, mode=args.mode,
-        vgpu_type=args.vgpu_type, vgpu_backend=args.vgpu_backend,
-        memory_min=args.memory_min, vendor=args.vendor, mig=args.mig,
+#: flavor create's defaults of gpu: keys
+_DEFAULTS = {'gpu:model': {'required': True},
+             'gpu:mode': {'default': 'vgpu'}}
+#: what flavor create's help adds to a gpu: key's own
+_MORE_HELP = {
+    'gpu:model': '. One model: the normalized model (A100_80GB_PCIE) or a '
+                 'prefix at a _ (A100), which flavor create resolves when '
+                 'exactly one model of the kind is offered in Placement '
+                 '(not with --dry-run).',
+    'gpu:mode': '; default vgpu.',
+    'gpu:vgpu_type': '; required with --vgpu-backend vfio.',
+}
+
+
+def _help(key: request.Key) -> str:
+    """A gpu: key's option help: the key's own, and its rule."""
+    text = '%s (%s)%s' % (key.help, key.name,
+                          _MORE_HELP.get(key.name, '.'))
+    if not key.values and key.name != 'gpu:model':  # one model here
+        text += ' Value: %s.' % key.allowed
+    return text.replace('%', '%%')  # argparse formats help with %
+
+
+def request_from_args(args) -> flavor.GpuFlavorRequest:
+    """The flavor request of ``openstack gpu flavor create``'s options."""
+    gpu = {flavor.attribute(key): getattr(args, flavor.attribute(key))
+           for key in request.KEYS.values()}
+    return flavor.GpuFlavorRequest(
+        count=args.count, vgpu_backend=args.vgpu_backend, mig=args.mig,
         exact_model=args.exact_model, alias=args.alias,
         pci_accounting=args.pci_accounting, vgpu_class=args.vgpu_class,
-        cuda_cc_min=args.cuda_cc_min,
-        driver_min=args.driver_min, health=args.health,
-        intra_host_policy=args.intra_host_policy)
+        **gpu)
+
+
+def plan_from_args(args, req: flavor.GpuFlavorRequest | None = None
+                   ) -> flavor.FlavorPlan:
+    """The flavor to create (``req``: the options' request, resolved)."""
+    req = req or request_from_args(args)
     for what in ('vcpus', 'ram', 'disk'):
         if getattr(args, what) < (0 if what == 'disk' else 1):
             raise exception.InvalidArgument(
@@ -70,20 +99,24 @@ def plan_from_args(args) -> flavor.FlavorPlan:
         description=args.description, quota_class=flavor.quota_class(req))
 
 
-def check_resource_class(placement, plan: flavor.FlavorPlan) -> None:
+def resource_classes(placement) -> list[str]:
+    """The names of Placement's resource classes."""
+    body = placement.get('/resource_classes',
+                         version=PLACEMENT_MICROVERSION)
+    return [c['name'] for c in body['resource_classes']]
+
+
+def check_resource_class(names: list[str],
+                         plan: flavor.FlavorPlan) -> None:
     """Refuse a flavor asking a custom class no host offers (never lands).
 
-    ``--model A100`` with the per-model vGPU class asks
-    ``CUSTOM_VGPU_A100``, while hosts offer ``CUSTOM_VGPU_A100_80GB_PCIE``.
+    ``--model A10`` with the per-model vGPU class asks
+    ``CUSTOM_VGPU_A10``, while no host offers it; ``names``: Placement's
+    resource classes.
     """
     rc = plan.quota_class
     if not (rc or '').startswith('CUSTOM_') or (
-            'resources:%s' % rc not in plan.extra_specs):
-        return
-    body = placement.get('/resource_classes',
-                         version=PLACEMENT_MICROVERSION)
-    names = [c['name'] for c in body['resource_classes']]
-    if rc in names:
+            'resources:%s' % rc not in plan.extra_specs) or rc in names:
         return
     known = sorted(c.label for c in quota.gpu_classes(names))
     raise exception.InvalidArgument(
@@ -96,15 +129,29 @@ def check_resource_class(placement, plan: flavor.FlavorPlan) -> None:
                                           ', '.join(known) or 'none'))
 
 
-def create(conn, placement, plan: flavor.FlavorPlan):
-    """Create the flavor and set its extra specs; undo on failure."""
-    if conn.compute.find_flavor(plan.name, ignore_missing=True):
+def check_name(conn, name: str) -> None:
+    """Refuse the name of an existing flavor."""
+    if conn.compute.find_flavor(name, ignore_missing=True):
         raise exception.InvalidArgument(
-            argument='NAME', value=plan.name,
+            argument='NAME', value=name,
             reason='a flavor of that name exists already: choose another '
                    'or delete it first (openstack gpu flavor delete %s)'
-                   % plan.name)
-    check_resource_class(placement, plan)
+                   % name)
+
+
+def create(conn, placement, args) -> tuple[flavor.FlavorPlan, object]:
+    """Create the flavor of ``args`` and set its extra specs.
+
+    The model is resolved against Placement's classes first
+    (:func:`gpu_nova_ext.operator.flavor.resolve_model`); the flavor is
+    removed again when Nova refuses its extra specs.  (plan, flavor).
+    """
+    req = request_from_args(args)
+    plan_from_args(args, req)  # every check of the options, before I/O
+    check_name(conn, args.name)
+    names = resource_classes(placement)
+    plan = plan_from_args(args, flavor.resolve_model(req, names))
+    check_resource_class(names, plan)
     try:
         fields = dict(name=plan.name, vcpus=plan.vcpus, ram=plan.ram,
                       disk=plan.disk, is_public=plan.is_public)
@@ -128,7 +175,7 @@ def create(conn, placement, plan: flavor.FlavorPlan):
             'Nova refused the extra specs of flavor %r (the flavor was '
             'removed again): %s. Check the gpu: validators are installed on '
             'nova-api and the [pci] alias exists there.' % (plan.name, exc))
-    return made
+    return plan, made
 
 
 def find_gpu_flavor(conn, name_or_id: str):
@@ -178,19 +225,16 @@ class CreateGpuFlavor(command.ShowOne):
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
         parser.add_argument('name', metavar='<name>', help='Flavor name.')
-        parser.add_argument(
-            '--model', required=True, metavar='<model>',
-            help='GPU model, normalized (A100_80GB_PCIE) or a prefix at a '
-                 '_ boundary (A100) for vGPU; the full model for '
-                 'passthrough.')
+        for key in request.KEYS.values():
+            name = flavor.attribute(key)
+            parser.add_argument(
+                '--' + name.replace('_', '-'), dest=name,
+                choices=key.choices or None,
+                metavar=None if key.values else '<%s>' % name,
+                help=_help(key),
+                **_DEFAULTS.get(key.name, {}))
         parser.add_argument('--count', type=int, default=1, metavar='<n>',
                             help='GPUs (or vGPUs) per server (default 1).')
-        parser.add_argument('--mode', choices=flavor.MODES, default='vgpu',
-                            help='vgpu (default) or passthrough.')
-        parser.add_argument(
-            '--vgpu-type', metavar='<type>',
-            help='vGPU type id or name (nvidia-471, A100D-10C); required '
-                 'with --vgpu-backend vfio.')
         parser.add_argument(
             '--vgpu-backend', choices=flavor.VGPU_BACKENDS, default='mdev',
             help='mdev (default; libvirt mediated devices, MIG-backed too) '
@@ -199,14 +243,8 @@ class CreateGpuFlavor(command.ShowOne):
         parser.add_argument(
             '--vgpu-class', choices=flavor.VGPU_CLASSES, default='model',
             help='mdev vGPU: ask resources:CUSTOM_VGPU_<MODEL> (default; '
-                 'hosts configured by nova-conf, --model must be the full '
-                 "model) or resources:VGPU (hosts that keep Nova's default "
-                 'class).')
-        parser.add_argument('--memory-min', metavar='<size>',
-                            help='Minimum GPU (or vGPU framebuffer) memory, '
-                                 'e.g. 16GB or 10240.')
-        parser.add_argument('--vendor', choices=('nvidia', 'amd', 'intel'),
-                            help='GPU vendor.')
+                 'hosts configured by nova-conf) or resources:VGPU (hosts '
+                 "that keep Nova's default class, any --model prefix).")
         parser.add_argument('--mig', action='store_true',
                             help='Require GPUs in MIG mode (MIG-backed '
                                  'vGPU).')
@@ -223,14 +261,6 @@ class CreateGpuFlavor(command.ShowOne):
             default='placement',
             help="Passthrough: who counts the GPUs in Placement: Nova's PCI "
                  "in Placement (default) or the agent's inventory mode.")
-        parser.add_argument('--cuda-cc-min', metavar='<x.y>',
-                            help='Minimum CUDA compute capability.')
-        parser.add_argument('--driver-min', metavar='<version>',
-                            help='Minimum GPU driver version.')
-        parser.add_argument('--health', choices=flavor.HEALTH,
-                            help='GPU health the servers accept.')
-        parser.add_argument('--intra-host-policy', choices=flavor.POLICIES,
-                            help='How the GPU of a host is chosen.')
         parser.add_argument('--vcpus', type=int, default=4,
                             metavar='<vcpus>', help='vCPUs (default 4).')
         parser.add_argument('--ram', type=int, default=16384,
@@ -250,7 +280,7 @@ class CreateGpuFlavor(command.ShowOne):
         return parser
 
     def take_action(self, parsed_args):
-        plan = plan_from_args(parsed_args)
+        plan = plan_from_args(parsed_args)  # bad input: before any I/O
         if parsed_args.dry_run:
             data = {'id': None, 'name': plan.name, 'vcpus': plan.vcpus,
                     'ram': plan.ram, 'disk': plan.disk,
@@ -262,7 +292,7 @@ class CreateGpuFlavor(command.ShowOne):
                     'openstack_cli': plan.openstack_cli()}
             return command.record(data)
         client = self.app.client_manager.gpu
-        made = create(client.conn, client.placement, plan)
+        plan, made = create(client.conn, client.placement, parsed_args)
         made.extra_specs = plan.extra_specs
         return show(made, plan.quota_class)
 

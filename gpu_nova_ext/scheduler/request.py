@@ -12,23 +12,16 @@
 
 """The ``gpu:`` extra specs of a request, parsed once into a GpuRequest.
 
-One parser serves the filters, the weighers and nova-api's validators
-(:mod:`gpu_nova_ext.api.extra_specs` calls the ``parse_*`` functions), so
-a value the API accepts is a value the scheduler understands.
-
-A request is a *GPU request* (design doc: Flavor extra specs) when it asks
-for VGPU, PGPU, VGPU_DISPLAY_HEAD, ``CUSTOM_GPU_*`` or ``CUSTOM_VGPU_*``
-resources (or a PCI-
-in-Placement class of an NVIDIA/AMD device) in any request group, for a
-PCI alias whose spec is a GPU, or has any ``gpu:`` key. A request that
-asks for other custom resources or for a PCI alias of an ambiguous vendor
-(Intel) is a *maybe* request: it is a GPU request on the hosts whose
-allocation candidates draw from a provider the state cache knows as a GPU
-(custom mdev classes exist only in compute nodes' configuration).
-Everything else is a non-GPU request, which the GPU filters pass
-untouched.
+:data:`KEYS` defines every ``gpu:`` key once (values and their meaning or
+pattern, help, enforcing filter); nova-api's validators, the filters,
+``openstack gpu flavor create`` and the docs table read it, so a value
+the API accepts is one the scheduler understands.  A *GPU request* asks
+for GPU resources or a GPU PCI alias, or has a ``gpu:`` key; a *maybe*
+request (other custom resources, an Intel alias) is one on the hosts whose
+candidates draw from a provider the state cache knows as a GPU (design
+doc: Flavor extra specs).
 """
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 import dataclasses
 import re
 import threading
@@ -36,6 +29,7 @@ from typing import Any
 
 from oslo_log import log as logging
 
+from gpu_nova_ext.conf import gpu_scheduler as scheduler_conf
 from gpu_nova_ext import naming
 from gpu_nova_ext.state import schema
 
@@ -47,11 +41,19 @@ NONE = 0   # not a GPU request
 MAYBE = 1  # GPU request where candidates draw from a known GPU provider
 GPU = 2    # GPU request
 
-HEALTH_POLICIES = ('healthy', 'degraded_ok', 'any')
-# highest accepted health rank (see state.cache.HEALTH_RANK) per policy
-HEALTH_MAX_RANK = {'healthy': 0, 'degraded_ok': 1, 'any': 2}
-MODES = ('vgpu', 'passthrough')
-POLICIES = ('pack', 'spread', 'coolest', 'least_loaded', 'fragmentation')
+MODE_VALUES = (('vgpu', 'a mediated device or a vendor VFIO vGPU'),
+               ('passthrough', 'a whole PCI function'))
+# in the order of the health ranks they accept (see state.cache.HEALTH_RANK)
+HEALTH_VALUES = (('healthy', 'healthy GPUs only (the default)'),
+                 ('degraded_ok', 'degraded GPUs too'),
+                 ('any', 'no health check, and no need for live state'))
+MODES = tuple(dict(MODE_VALUES))
+HEALTH_POLICIES = tuple(dict(HEALTH_VALUES))
+# highest accepted health rank per policy
+HEALTH_MAX_RANK = {name: rank for rank, name in enumerate(HEALTH_POLICIES)}
+# defined with [gpu_scheduler] intra_host_policy, which state and conf
+# read too (they may not import the scheduler)
+POLICIES = scheduler_conf.POLICIES
 
 GPU_RESOURCE_CLASSES = frozenset(['VGPU', 'PGPU', 'VGPU_DISPLAY_HEAD'])
 # CUSTOM_VGPU_<MODEL>: the per-model mdev_class nova-conf writes
@@ -61,137 +63,136 @@ GPU_RC_PREFIXES = ('CUSTOM_GPU_', 'CUSTOM_VGPU_', 'CUSTOM_PCI_10DE_',
 GPU_VENDOR_IDS = frozenset(['10de', '1002'])
 # vendors that make GPUs among other devices: decided by the candidates
 MAYBE_VENDOR_IDS = frozenset(['8086'])
-
-_MEMORY_RE = re.compile(r'^\s*(\d+)\s*(MB|MiB|GB|GiB)?\s*$', re.IGNORECASE)
-_CC_RE = re.compile(r'^\s*(\d+)\.(\d+)\s*$')
-_VERSION_RE = re.compile(r'^\s*(\d+(?:\.\d+){0,3})\s*$')
-_MODEL_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9 _.\-]*$')
-_VGPU_TYPE_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.\-]*$')
 _RESOURCES_RE = re.compile(r'^resources[a-zA-Z0-9_-]*:(.+)$')
-
 MEMORY_UNITS = {'mb': 1, 'mib': 1, 'gb': 1024, 'gib': 1024}
 
 
-# -- value parsers (shared with nova-api's validators) ------------------
-# Each takes the extra spec's string and returns the parsed value or
-# raises ValueError whose message says what is allowed.
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Key:
+    """One ``gpu:`` key, as everything that reads or writes it sees it."""
 
-def parse_models(value: str) -> tuple[str, ...]:
-    """``"A100, H100_SXM"`` -> normalized models."""
-    models = []
-    for item in value.split(','):
-        item = item.strip()
-        if not item or not _MODEL_RE.match(item):
-            raise ValueError('a comma-separated list of GPU models such as '
-                             'A100 or A100_80GB_PCIE')
-        norm = naming.normalize_model(item)
-        if not norm:
-            raise ValueError('a comma-separated list of GPU models such as '
-                             'A100 or A100_80GB_PCIE')
-        models.append(norm)
-    return tuple(models)
+    name: str
+    field: str                # the GpuRequest field it sets
+    filter: str               # the filter that enforces it (and its errors)
+    help: str                 # what it means, one line
+    values: tuple[tuple[str, str], ...] = ()  # enumerated: (value, meaning)
+    pattern: str = ''         # free form: the whole value (re.fullmatch)
+    allowed: str = ''         # free form: what the pattern allows, in words
+    # free form: the match -> the parsed value (None: still not allowed)
+    convert: Callable[[re.Match], Any] | None = None
+    examples: tuple[str, ...] = ()  # free form: values it accepts
+    constrains: bool = True   # asks something of the GPU (``constrained``)
 
+    @property
+    def choices(self) -> tuple[str, ...]:
+        return tuple(dict(self.values))
 
-def _choice(value: str, choices: tuple[str, ...]) -> str:
-    """One of ``choices``, exactly.
+    @property
+    def rule(self) -> str:
+        """What a value may be, in words."""
+        return self.allowed or 'one of %s' % ', '.join(self.choices)
 
-    As the API's enum: no case folding, no blanks.
-    """
-    if value not in choices:
-        raise ValueError('one of %s' % ', '.join(choices))
-    return value
-
-
-def parse_vendor(value: str) -> str:
-    return _choice(value, naming.VENDORS)
-
-
-def parse_mode(value: str) -> str:
-    return _choice(value, MODES)
-
-
-def parse_vgpu_types(value: str) -> frozenset:
-    types = []
-    for item in value.split(','):
-        item = item.strip()
-        if not item or not _VGPU_TYPE_RE.match(item):
-            raise ValueError('a comma-separated list of mdev type ids or '
-                             'names such as nvidia-471 or A100D-10C')
-        types.append(item)
-    return frozenset(types)
+    def parse(self, value: str) -> Any:
+        """The parsed value; ValueError saying what is allowed."""
+        if self.values:  # exact, as the API's enum: no case, no blanks
+            if value not in self.choices:
+                raise ValueError(self.rule)
+            return value
+        m = re.fullmatch(self.pattern, value)
+        parsed = self.convert(m) if m else None
+        if parsed is None:
+            raise ValueError(self.rule)
+        return parsed
 
 
-def parse_memory(value: str) -> int:
-    """``"16GB"`` -> 16384 (MiB); plain numbers are MiB."""
-    m = _MEMORY_RE.match(value)
-    if not m:
-        raise ValueError('an integer number of MiB, or with a unit MB, MiB, '
-                         'GB or GiB (e.g. 16384 or 16GB)')
-    amount = int(m.group(1))
-    unit = (m.group(2) or 'mib').lower()
-    return amount * MEMORY_UNITS[unit]
+_list = r'\s*{0}\s*(?:,\s*{0}\s*)*'.format  # a comma-separated list
 
 
-def parse_cuda_cc(value: str) -> tuple[int, int]:
-    m = _CC_RE.match(value)
-    if not m:
-        raise ValueError('a CUDA compute capability X.Y such as 8.0')
-    return int(m.group(1)), int(m.group(2))
+def _models(m: re.Match) -> tuple[str, ...] | None:
+    models = tuple(naming.normalize_model(item.strip())
+                   for item in m[0].split(','))
+    return models if all(models) else None
 
 
-def parse_driver(value: str) -> tuple[int, ...]:
-    m = _VERSION_RE.match(value)
-    if not m:
-        raise ValueError('a dotted driver version such as 550.54.15')
-    return tuple(int(p) for p in m.group(1).split('.'))
-
-
-def parse_health(value: str) -> str:
-    return _choice(value, HEALTH_POLICIES)
-
-
-def parse_policy(value: str) -> str:
-    return _choice(value, POLICIES)
-
-
-def parse_power_profile(value: str) -> str:
-    """A power profile as the agents report it (``[power] profiles``)."""
-    if not re.match(schema.POWER_PROFILE_PATTERN, value):
-        raise ValueError('one of %s, or a limit such as 250W or 80%%'
-                         % ', '.join(schema.POWER_PROFILES))
-    return value
-
-
-# key -> (GpuRequest field, parser, filter that enforces it)
-KEYS = {
-    'gpu:model': ('models', parse_models, 'GpuModelFilter'),
-    'gpu:vendor': ('vendor', parse_vendor, 'GpuModelFilter'),
-    'gpu:mode': ('mode', parse_mode, 'GpuModelFilter'),
-    'gpu:vgpu_type': ('vgpu_types', parse_vgpu_types, 'GpuModelFilter'),
-    'gpu:memory_min': ('memory_min_mib', parse_memory, 'GpuMemoryFilter'),
-    'gpu:cuda_cc_min': ('cuda_cc_min', parse_cuda_cc, 'GpuCapabilityFilter'),
-    'gpu:driver_min': ('driver_min', parse_driver, 'GpuCapabilityFilter'),
-    'gpu:health': ('health', parse_health, 'GpuHealthFilter'),
-    'gpu:intra_host_policy': ('intra_host_policy', parse_policy,
-                              'GpuCandidateOrderFilter'),
-    'gpu:power_profile': ('power_profile', parse_power_profile,
-                          'GpuPowerProfileFilter'),
-}
+KEYS = {k.name: k for k in (
+    Key(name='gpu:model', field='models', filter='GpuModelFilter',
+        help='GPU models the server may get; A100 matches A100_80GB_PCIE '
+             '(a prefix at a "_"), T4 matches TESLA_T4 (brand words)',
+        pattern=_list(r'[A-Za-z0-9][A-Za-z0-9 _.\-]*'), convert=_models,
+        allowed='a comma-separated list of GPU models such as A100 or '
+                'A100_80GB_PCIE',
+        examples=('A100', 'A100_80GB_PCIE', 'NVIDIA L40S', 'T4')),
+    Key(name='gpu:vendor', field='vendor', filter='GpuModelFilter',
+        help='GPU vendor the server must get',
+        values=tuple((v, '') for v in naming.VENDORS)),
+    Key(name='gpu:mode', field='mode', filter='GpuModelFilter',
+        help='How the GPU is offered', values=MODE_VALUES),
+    Key(name='gpu:vgpu_type', field='vgpu_types', filter='GpuModelFilter',
+        help='mdev type ids or names the vGPU may be of',
+        pattern=_list(r'[A-Za-z0-9][A-Za-z0-9_.\-]*'),
+        convert=lambda m: frozenset(i.strip() for i in m[0].split(',')),
+        allowed='a comma-separated list of mdev type ids or names such as '
+                'nvidia-471 or A100D-10C',
+        examples=('nvidia-471', 'A100D-10C', 'A100D-1-10C,nvidia-472')),
+    Key(name='gpu:memory_min', field='memory_min_mib',
+        filter='GpuMemoryFilter',
+        help='Least memory per GPU; for a vGPU the framebuffer of its type',
+        pattern=r'\s*(\d+)\s*((?i:MB|MiB|GB|GiB))?\s*',
+        convert=lambda m: int(m[1]) * MEMORY_UNITS[(m[2] or 'mib').lower()],
+        allowed='an integer number of MiB, or with a unit MB, MiB, GB or '
+                'GiB (e.g. 16384 or 16GB)',
+        examples=('16384', '16GB', '16GiB', '512MiB', '40 GB')),
+    Key(name='gpu:cuda_cc_min', field='cuda_cc_min',
+        filter='GpuCapabilityFilter',
+        help='Least CUDA compute capability', pattern=r'\s*(\d+)\.(\d+)\s*',
+        convert=lambda m: (int(m[1]), int(m[2])),
+        allowed='a CUDA compute capability X.Y such as 8.0',
+        examples=('8.0', '9.0', '12.10')),
+    Key(name='gpu:driver_min', field='driver_min',
+        filter='GpuCapabilityFilter',
+        help='Least GPU driver version, compared numerically part by part',
+        pattern=r'\s*(\d+(?:\.\d+){0,3})\s*',
+        convert=lambda m: tuple(int(p) for p in m[1].split('.')),
+        allowed='a dotted driver version such as 550.54.15',
+        examples=('550', '550.54', '550.54.15')),
+    Key(name='gpu:health', field='health', filter='GpuHealthFilter',
+        constrains=False, help='GPU health the server accepts',
+        values=HEALTH_VALUES),
+    Key(name='gpu:intra_host_policy', field='intra_host_policy',
+        filter='GpuCandidateOrderFilter', constrains=False,
+        help='Which GPU of the chosen host the server gets; overrides '
+             '[gpu_scheduler] intra_host_policy',
+        values=scheduler_conf.INTRA_HOST_POLICIES),
+    Key(name='gpu:power_profile', field='power_profile',
+        filter='GpuPowerProfileFilter',
+        help='The power profile the GPU must run under, exactly as the '
+             "agents' [power] profiles name it",
+        pattern=schema.POWER_PROFILE_PATTERN, convert=lambda m: m[0],
+        allowed='one of %s, or a limit such as 250W or 80%%'
+                % ', '.join(schema.POWER_PROFILES),
+        examples=schema.POWER_PROFILES + ('250W', '80%')),
+)}
 # unknown gpu: keys are the model filter's to reject
 UNKNOWN_KEY_FILTER = 'GpuModelFilter'
-# keys whose value constrains the GPU (missing_state_policy
-# fail_constrained); gpu:health counts unless it is "any"
-CONSTRAINT_FIELDS = ('models', 'vendor', 'mode', 'vgpu_types',
-                     'memory_min_mib', 'cuda_cc_min', 'driver_min',
-                     'power_profile')
+# what asks of the GPU itself (gpu:health too, unless it is "any")
+CONSTRAINT_FIELDS = tuple(k.field for k in KEYS.values() if k.constrains)
+
+
+# value parsers: the extra spec's string -> the value, or ValueError
+parse_models = KEYS['gpu:model'].parse
+parse_vendor = KEYS['gpu:vendor'].parse
+parse_mode = KEYS['gpu:mode'].parse
+parse_vgpu_types = KEYS['gpu:vgpu_type'].parse
+parse_memory = KEYS['gpu:memory_min'].parse
+parse_cuda_cc = KEYS['gpu:cuda_cc_min'].parse
+parse_driver = KEYS['gpu:driver_min'].parse
+parse_health = KEYS['gpu:health'].parse
+parse_policy = KEYS['gpu:intra_host_policy'].parse
+parse_power_profile = KEYS['gpu:power_profile'].parse
 
 
 def misspelt(key: str) -> str | None:
-    """The right spelling of a key in a misspelt ``gpu:`` namespace.
-
-    ``GPU:model``, ``Gpu:Model`` and `` gpu:model`` -> ``gpu:model``;
-    None for a key that is right or not ours.
-    """
+    """``GPU:model``, `` gpu:model`` -> ``gpu:model``; None if right/other."""
     if key.startswith(PREFIX) or ':' not in key:
         return None
     namespace, name = key.split(':', 1)
@@ -283,12 +284,11 @@ def parse_extra_specs(extra_specs: Mapping[str, str],
                     key, value, 'unknown gpu: extra spec; known keys: %s'
                     % ', '.join(sorted(KEYS)), UNKNOWN_KEY_FILTER))
                 continue
-            field, parser, filter_name = known
             try:
-                fields[field] = parser(str(value))
+                fields[known.field] = known.parse(str(value))
             except ValueError as exc:
                 errors.append(SpecError(key, value, 'expected %s' % exc,
-                                        filter_name))
+                                        known.filter))
             continue
         right = misspelt(key)
         if right is not None:
@@ -334,9 +334,8 @@ def _alias_specs(alias_value: str) -> list[dict]:
     conf_aliases = tuple(nova.conf.CONF.pci.alias)
     aliases = _alias_memo.get(conf_aliases)
     if aliases is None:
-        # Nova memoizes the parsed aliases for the life of the process,
-        # whatever the option says later (a reload, another test): parse
-        # the value we are looking at (once per distinct value).
+        # Nova memoizes the parsed aliases for the life of the process
+        # (a reload, another test): parse once per distinct value.
         cache_clear = getattr(pci_request.get_alias_from_config,
                               'cache_clear', None)
         if cache_clear is not None:

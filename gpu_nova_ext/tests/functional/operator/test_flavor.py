@@ -94,19 +94,19 @@ class FlavorTest(integrated_helpers._IntegratedTestBase):
         self.assertIn('no such flavor', err)
 
     def test_per_model_vgpu_class_must_exist(self):
-        # no host offers CUSTOM_VGPU_A100 (a prefix, not a model): refused
+        # no host offers CUSTOM_VGPU_A100 nor any A100 class: refused
         self._refused(['vgpu.a100', '--model', 'A100'],
                       'no host offers resource class CUSTOM_VGPU_A100, so '
                       "flavor 'vgpu.a100' would land nowhere")
         self.assertIsNone(self._flavor('vgpu.a100'))
-        # once a host offers the model's class, the flavor is made
         self.placement.post('/resource_classes',
                             {'name': 'CUSTOM_VGPU_A100_80GB_PCIE'},
                             version='1.2')
-        self._refused(['vgpu.a100', '--model', 'A100'],
+        # a model no class matches is refused, naming the classes there
+        self._refused(['vgpu.a10', '--model', 'A10'],
                       'GPU classes in Placement: A100_80GB_PCIE (vgpu)')
-        rc, shown, err = self._create(['vgpu.a100', '--model',
-                                       'A100_80GB_PCIE'])
+        # once a host offers the model's class, the prefix resolves to it
+        rc, shown, err = self._create(['vgpu.a100', '--model', 'A100'])
         self.assertEqual(0, rc, err)
         self.assertEqual(
             {'resources:CUSTOM_VGPU_A100_80GB_PCIE': '1',

@@ -30,6 +30,8 @@ GOOD = {
     'gpu:health': ['healthy', 'degraded_ok', 'any'],
     'gpu:intra_host_policy': ['pack', 'spread', 'coolest', 'least_loaded',
                               'fragmentation'],
+    'gpu:power_profile': ['max-performance', 'balanced', 'efficiency',
+                          '250W', '80%', '62.5W'],
 }
 BAD = {
     'gpu:model': ['', 'A100,,H100', ',', '!A100'],
@@ -41,6 +43,7 @@ BAD = {
     'gpu:driver_min': ['r550', '550.', '', '1.2.3.4.5'],
     'gpu:health': ['sick', 'Healthy', ''],
     'gpu:intra_host_policy': ['random', 'binpack', ''],
+    'gpu:power_profile': ['turbo', '250 W', 'Balanced', ''],
 }
 
 
@@ -54,6 +57,28 @@ class TestValidators(testtools.TestCase):
                          sorted(v.name for v in extra_specs.VALIDATORS))
         for v in extra_specs.register():
             self.assertTrue(v.description)
+
+    def test_generated_from_the_registry(self):
+        by_name = {v.name: v for v in extra_specs.VALIDATORS}
+        for key in request.KEYS.values():
+            v = by_name[key.name]
+            self.assertIn(key.help, v.description)
+            for value, meaning in key.values:
+                self.assertIn(value, v.description)
+                self.assertIn(meaning.rstrip('.'), v.description)
+            if key.values:
+                self.assertEqual(list(key.choices), v.value['enum'])
+            else:
+                self.assertEqual(key.pattern, v.value['pattern'])
+                for value in key.examples:
+                    validators.validate(key.name, value)
+        # refused values are named with the registry's rule
+        exc = self.assertRaises(exception.ValidationError,
+                                validators.validate,
+                                'gpu:intra_host_policy', 'binpack')
+        self.assertIn(request.KEYS['gpu:intra_host_policy'].rule,
+                      exc.format_message())
+        self.assertIn('fragmentation', exc.format_message())
 
     def test_good_values(self):
         for key, values in GOOD.items():
@@ -72,7 +97,7 @@ class TestValidators(testtools.TestCase):
 
     def test_api_and_scheduler_agree(self):
         for key, values in list(GOOD.items()) + list(BAD.items()):
-            parser = request.KEYS[key][1]
+            parser = request.KEYS[key].parse
             for value in values:
                 try:
                     validators.validate(key, value)

@@ -20,6 +20,7 @@ import testtools
 
 from gpu_nova_ext import exception
 from gpu_nova_ext.operator import flavor
+from gpu_nova_ext.scheduler import request
 from gpu_nova_ext.tests.functional import osc_client
 
 # Nova's validators of the namespaces we write (loaded one by one: Nova's
@@ -134,11 +135,52 @@ class TestExtraSpecs(testtools.TestCase):
                                     **kw)
             self.assertIn(word, str(exc))
 
-    def test_size_parsing(self):
-        self.assertEqual(16384, flavor.parse_size_mib('16GB'))
-        self.assertEqual(16384, flavor.parse_size_mib('16 GiB'))
-        self.assertEqual(4096, flavor.parse_size_mib('4096'))
-        self.assertEqual(4096, flavor.parse_size_mib('4096mib'))
+    def test_size_written_as_the_scheduler_reads_it(self):
+        # the scheduler's parser is the one rule for a size
+        for given, mib in (('16GB', 16384), ('16 GiB', 16384),
+                           ('4096', 4096), ('4096mib', 4096)):
+            written = specs(memory_min=given)['gpu:memory_min']
+            self.assertNotIn(' ', written)
+            self.assertEqual(mib, request.parse_memory(written))
+
+    def test_every_value_of_the_registry(self):
+        # each enumerated value and each sample of a free-form key gives
+        # its gpu: key, which the scheduler parses without an error
+        for key in request.KEYS.values():
+            for value in key.choices or key.examples:
+                if key.name == 'gpu:model' and ',' in value:
+                    continue
+                kw = {flavor.attribute(key): value}
+                if key.name == 'gpu:mode' and value == 'passthrough':
+                    kw['alias'] = 'a100'
+                out = specs(**kw)
+                self.assertIn(key.name, out)
+                parsed = request.parse_extra_specs(out)
+                self.assertEqual((), parsed.errors, (key.name, value))
+                self.assertEqual(key.parse(out[key.name]),
+                                 getattr(parsed, key.field))
+
+    def test_fragmentation_policy(self):
+        # issue 36: the CLI's own copy of the policies lacked it
+        self.assertEqual('fragmentation', specs(
+            intra_host_policy='fragmentation')['gpu:intra_host_policy'])
+
+    def test_bad_values_say_what_the_parser_allows(self):
+        for kw, allowed in (
+                (dict(intra_host_policy='binpack'),
+                 request.KEYS['gpu:intra_host_policy'].rule),
+                (dict(power_profile='turbo'),
+                 request.KEYS['gpu:power_profile'].rule),
+                (dict(cuda_cc_min='8'), 'X.Y')):
+            exc = self.assertRaises(exception.GpuNovaExtException, specs,
+                                    **kw)
+            self.assertIn(allowed, str(exc))
+            self.assertIn('--' + list(kw)[0].replace('_', '-'), str(exc))
+
+    def test_one_model(self):
+        exc = self.assertRaises(exception.GpuNovaExtException, specs,
+                                model='A100, H100')
+        self.assertIn('one GPU model', str(exc))
 
     def test_nova_keys_pass_novas_validators(self):
         # The keys Nova owns must pass nova-api's own validators.
@@ -159,6 +201,45 @@ class TestExtraSpecs(testtools.TestCase):
                         errors.append(str(exc))
                 else:
                     self.fail('%s=%s: %s' % (key, value, errors))
+
+
+class TestResolveModel(testtools.TestCase):
+    """A model prefix against Placement's resource classes (no I/O)."""
+
+    CLASSES = ['VCPU', 'CUSTOM_VGPU_A100_80GB_PCIE', 'CUSTOM_VGPU_L40S',
+               'CUSTOM_VGPU_H100_80GB_HBM3', 'CUSTOM_VGPU_H100_NVL',
+               'CUSTOM_GPU_A100_40GB_PCIE', 'CUSTOM_GPU_VGPU_L40S_12Q']
+
+    def resolve(self, **kw):
+        return flavor.resolve_model(flavor.GpuFlavorRequest(**kw),
+                                    self.CLASSES)
+
+    def test_one_match_resolves(self):
+        req = self.resolve(model='A100')
+        self.assertEqual('A100_80GB_PCIE', req.model)
+        self.assertEqual('CUSTOM_VGPU_A100_80GB_PCIE',
+                         flavor.quota_class(req))
+        self.assertEqual('A100_80GB_PCIE',
+                         flavor.extra_specs(req)['gpu:model'])
+        # passthrough: the classes of passthrough GPUs, and the alias
+        req = self.resolve(model='a100', mode='passthrough')
+        self.assertEqual('A100_40GB_PCIE', req.model)
+        self.assertEqual('gpu-a100-40gb-pcie:1',
+                         flavor.extra_specs(req)['pci_passthrough:alias'])
+
+    def test_two_matches_refused_naming_both(self):
+        exc = self.assertRaises(exception.InvalidArgument, self.resolve,
+                                model='H100')
+        self.assertIn('H100_80GB_HBM3, H100_NVL', str(exc))
+        self.assertIn('--model', str(exc))
+
+    def test_left_alone(self):
+        for kw in (dict(model='L40S'),  # its class exists
+                   dict(model='A10'),  # nothing matches: refused later
+                   dict(model='A100', vgpu_class='vgpu'),  # Nova's VGPU
+                   dict(model='L40S', vgpu_type='L40S-12Q',
+                        vgpu_backend='vfio')):  # a type's class
+            self.assertEqual(kw['model'], self.resolve(**kw).model, kw)
 
 
 class TestDryRun(testtools.TestCase):

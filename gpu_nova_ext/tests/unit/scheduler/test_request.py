@@ -48,6 +48,32 @@ class TestValueParsers(base.PluginTestCase):
         for bad in ('550.', 'r550', '', '1.2.3.4.5'):
             self.assertRaises(ValueError, request.parse_driver, bad)
 
+    def test_registry(self):
+        import dataclasses
+        import importlib.metadata
+        fields = {f.name for f in dataclasses.fields(request.GpuRequest)}
+        filters = {ep.name for ep in importlib.metadata.entry_points(
+            group='gpu_nova_ext.scheduler.filters')}
+        for key in request.KEYS.values():
+            self.assertTrue(key.name.startswith(request.PREFIX))
+            self.assertIn(key.field, fields)
+            self.assertIn(key.filter, filters)
+            self.assertTrue(key.help)
+            # a key is enumerated or has a pattern with samples of it
+            self.assertNotEqual(bool(key.values), bool(key.pattern))
+            for value in key.choices or key.examples:
+                self.assertIsNotNone(key.parse(value))
+        # the value lists other modules import are the registry's
+        self.assertEqual(request.MODES, request.KEYS['gpu:mode'].choices)
+        self.assertEqual(request.POLICIES,
+                         request.KEYS['gpu:intra_host_policy'].choices)
+        self.assertIn('fragmentation', request.POLICIES)
+        self.assertEqual({'healthy': 0, 'degraded_ok': 1, 'any': 2},
+                         request.HEALTH_MAX_RANK)
+        self.assertEqual(('models', 'vendor', 'mode', 'vgpu_types',
+                          'memory_min_mib', 'cuda_cc_min', 'driver_min',
+                          'power_profile'), request.CONSTRAINT_FIELDS)
+
     def test_enums(self):
         self.assertEqual('nvidia', request.parse_vendor('nvidia'))
         self.assertRaises(ValueError, request.parse_vendor, 'matrox')
@@ -208,10 +234,10 @@ class TestRequestSpec(base.PluginTestCase):
             'h1', [0, 1]))
         self.add_host('h1', [no.gpu_state('h1', i) for i in range(2)])
         before_spec, before_host = dict(vars(spec)), dict(vars(host))
-        from gpu_nova_ext.scheduler.filters import model
-        from gpu_nova_ext.scheduler.weighers import packing
-        no.run_filters([model.GpuModelFilter()], [host], spec)
-        no.weigh([packing.GpuPackingWeigher()], [host, no.host_state(
+        from gpu_nova_ext.scheduler.filters import facts
+        from gpu_nova_ext.scheduler.weighers import capacity
+        no.run_filters([facts.GpuModelFilter()], [host], spec)
+        no.weigh([capacity.GpuPackingWeigher()], [host, no.host_state(
             'h2')], spec)
         self.assertEqual(set(before_spec), set(vars(spec)))
         self.assertEqual(set(before_host), set(vars(host)))
