@@ -14,11 +14,14 @@
 
 See the design doc (doc/source/contributor): State protocol.
 
-:func:`build_payload` gives a host's whole state (protocol 1.0 shape: what
-``report``, the simulator and the tests read).  :class:`Publisher` turns
-it into the protocol 1.1 messages the agent casts: a ``facts`` message
-when the facts changed (or a scheduler asked), and a small ``metrics``
-message every time, with only what schedulers use.
+:func:`build_payload` gives a host's whole state: its identity and its
+GPUs, each with its facts, health, use and metrics (the shape the
+scheduler's ``GpuStateCache.get()`` gives back, and what ``report``, the
+simulator and the tests read).  :class:`Publisher` turns it into the
+protocol 1.1 messages every agent casts (:mod:`gpu_nova_ext.state.
+schema`): a ``facts`` message when the facts changed (or a scheduler
+asked), and a small ``metrics`` message every time, with only what
+schedulers use.
 """
 import hashlib
 import json
@@ -29,7 +32,8 @@ from typing import Any
 from gpu_nova_ext.inventory import base
 from gpu_nova_ext.state import schema
 
-VERSION = schema.VERSION_1_0
+#: what a GPU's entry of a metrics message holds; the rest are its facts
+_DYNAMIC = tuple(schema.SCHEMAS['definitions']['gpu_metrics']['properties'])
 
 
 def build_payload(inventory: base.HostInventory, *, host: str,
@@ -50,7 +54,6 @@ def build_payload(inventory: base.HostInventory, *, host: str,
     :param now: the ``generated_at`` timestamp (default: now).
     """
     return {
-        'version': VERSION,
         'host': host,
         'nodename': nodename,
         'generated_at': time.time() if now is None else float(now),
@@ -63,13 +66,18 @@ def build_payload(inventory: base.HostInventory, *, host: str,
 _IDENTITY = ('nodename', 'root_provider_uuid', 'agent_mode')
 
 
+def facts_of(gpu: dict) -> dict:
+    """A GPU of :func:`build_payload` without its health, use, metrics."""
+    return {k: v for k, v in gpu.items() if k not in _DYNAMIC}
+
+
 def facts_digest(payload: dict) -> str:
     """Digest of a payload's facts.
 
     Its identity and GPUs without metrics, health and use.
     """
     facts = {k: payload.get(k) for k in _IDENTITY}
-    facts['gpus'] = [schema.facts_of(g) for g in payload['gpus']]
+    facts['gpus'] = [facts_of(g) for g in payload['gpus']]
     text = json.dumps(facts, sort_keys=True, separators=(',', ':'))
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
@@ -113,8 +121,7 @@ class Publisher:
             if resend or digest != self._digest:
                 self._seq += 1
                 facts = dict(common, kind=schema.FACTS, seq=self._seq,
-                             gpus=[schema.facts_of(g)
-                                   for g in payload['gpus']])
+                             gpus=[facts_of(g) for g in payload['gpus']])
                 for key in _IDENTITY:
                     facts[key] = payload.get(key)
                 out.append(facts)

@@ -103,7 +103,8 @@ class AgentService:
         :class:`gpu_nova_ext.agent.monitor.HealthMonitor` made by ``run()``.
     :param state_client: an object with ``start()``, ``stop()`` and
         ``cast_state(payload)``; default: a
-        :class:`gpu_nova_ext.state.rpc.AgentStateClient` made by ``run()``.
+        :class:`gpu_nova_ext.agent.state_client.AgentStateClient` made by
+        ``run()``.
     :param client: a PlacementClient (default: from ``[placement]``).
     """
 
@@ -309,8 +310,8 @@ class AgentService:
                             'or health in the state', exc)
         if self.state_client is None:
             try:
-                from gpu_nova_ext.state import rpc
-                self.state_client = rpc.AgentStateClient(
+                from gpu_nova_ext.agent import state_client
+                self.state_client = state_client.AgentStateClient(
                     self.conf, on_resend=self.request_resend,
                     publisher=payload_mod.Publisher())
             except ImportError as exc:

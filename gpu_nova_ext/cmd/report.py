@@ -44,8 +44,10 @@ def run(args, conf) -> int:
 
     state_client = None
     if args.cast and not args.dry_run:
-        from gpu_nova_ext.state import rpc
-        state_client = rpc.AgentStateClient(conf, on_resend=lambda: None)
+        # what the daemon casts: protocol 1.1 facts, then metrics
+        from gpu_nova_ext.agent import state_client as agent_state
+        state_client = agent_state.AgentStateClient(
+            conf, on_resend=lambda: None)
     agent = service.AgentService(conf, state_client=state_client)
     # the changes are printed below; the log would say each one again
     agent.reporter.log_changes = False

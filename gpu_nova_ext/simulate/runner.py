@@ -224,7 +224,6 @@ class Simulation:
         cache = state_cache.get_cache()
         cache.configure(conf)
         cache.clock = self.clock.monotonic
-        cache.wall_clock = self.clock.wall
         return cache
 
     def _start_hosts(self, workdir: str, endpoint: str, cache) -> None:

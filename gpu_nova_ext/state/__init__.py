@@ -12,10 +12,11 @@
 
 """The GPU state channel (design doc: State protocol).
 
-``schema`` defines the wire format (agent and scheduler), ``rpc`` carries
-it over ``transport``, ``records`` is what the plugins read, ``cache``
-keeps the newest live state per host inside each nova-scheduler process
-and ``listener`` runs the cache's RPC server for the life of the
-scheduler.  Nothing here imports the agent, the inventory sources, pynvml
-or libvirt.
+``schema`` defines the wire format (``schemas.json``, both sides),
+``rpc`` carries it over ``transport`` and runs the cache's RPC server for
+the life of the scheduler (``StateListener``), ``records`` is what the
+plugins read, ``cache`` keeps the newest live state per host inside each
+nova-scheduler process.  Nothing here imports the inventory sources,
+pynvml or libvirt, nor the agent (but ``rpc.AgentStateClient``, a
+transitional alias of ``gpu_nova_ext.agent.state_client``'s).
 """

@@ -23,18 +23,16 @@ raises.
 * Identity: a message updates only the host it names.  Facts that claim a
   root provider, a nodename or a GPU provider held by another host with
   live state are rejected with a warning naming both hosts.
-* Ordering: protocol 1.1 messages carry the agent's sequence number (a
-  facts message starts the agent's sequence afresh: it comes first after
-  an agent start); a 1.0 payload is ordered by ``generated_at`` unless the
-  held one is from the future (a skewed agent clock), then by receive time.
-  An older message changes nothing, its health included: it never makes a
-  GPU's health better (nor worse); a newer one always wins.
+* Ordering: by the agent's sequence number alone (a facts message starts
+  the agent's sequence afresh: it comes first after an agent start).  An
+  older message changes nothing, its health included; a newer one wins.
 * Liveness: a host's state is live for ``[gpu_scheduler] state_ttl``
-  seconds of :attr:`clock` after it was received; nothing else here reads
-  a clock but :attr:`wall_clock`, only to spot a skewed 1.0 agent.
+  seconds of :attr:`clock` after it was received.
 * Metrics for facts the cache does not hold (another ``digest``) ask that
   host for a resend (through :attr:`ask_resend`, at most once per host per
   :data:`RESEND_INTERVAL`).
+* Bounds: at most :data:`_TABLE_LIMIT` hosts (hosts without live state
+  make room first); every per-host table is bounded by it.
 """
 from collections.abc import Callable
 import logging as std_logging
@@ -46,8 +44,8 @@ from oslo_config import cfg
 from oslo_log import log as logging
 
 from gpu_nova_ext import conf as gconf
-from gpu_nova_ext.state import listener as state_listener
 from gpu_nova_ext.state import records
+from gpu_nova_ext.state import rpc
 from gpu_nova_ext.state import schema
 
 LOG = logging.getLogger(__name__)
@@ -58,7 +56,7 @@ FAMILIES = records.FAMILIES
 
 RESEND_INTERVAL = 10.0
 # bound of the per-host tables a hostile sender could grow with made-up
-# host names (cleared when full)
+# host names
 _TABLE_LIMIT = 65536
 _DEFAULT_TTL = 120.0
 _DEFAULT_MAX_GPUS = 64
@@ -77,15 +75,11 @@ class GpuStateCache:
         defaults until :meth:`configure` or :meth:`start`).
     :param clock: seconds, monotonic: receive times and TTL (the
         simulator injects a simulated clock).
-    :param wall_clock: seconds since the epoch, compared with a 1.0
-        payload's ``generated_at`` only.
     """
 
     def __init__(self, conf: cfg.ConfigOpts | None = None,
-                 clock: Callable[[], float] = time.monotonic,
-                 wall_clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
-        self.wall_clock = wall_clock
         self.ttl = _DEFAULT_TTL
         self.startup_wait = 0.0
         self._max_gpus = _DEFAULT_MAX_GPUS
@@ -93,7 +87,7 @@ class GpuStateCache:
         self._lock = threading.Lock()
         self._facts: dict[str, records.HostFacts] = {}
         self._seen: dict[str, float] = {}        # host -> last accepted
-        self._seq: dict[str, int] = {}           # host -> last 1.1 seq
+        self._seq: dict[str, int] = {}           # host -> last seq
         self._records: dict[str, records.HostRecord] = {}
         self._index: dict[str, str] = {}         # name -> host
         self._providers: dict[str, str] = {}     # GPU provider -> host
@@ -101,13 +95,13 @@ class GpuStateCache:
         self._asked: dict[str, float] = {}       # host -> resend asked
         # host -> the latest metrics message for facts not held (yet)
         self._pending: dict[str, dict] = {}
-        self.listener = state_listener.StateListener(self)
+        self.listener = rpc.StateListener(self)
         #: called with a host name to ask its agent for its facts
         self.ask_resend: Callable[[str], None] = self.listener.ask_resend
         if conf is not None:
             self.configure(conf)
 
-    # -- configuration and the listener (state.listener) --------------
+    # -- configuration and the listener (rpc.StateListener) -----------
 
     def configure(self, conf: cfg.ConfigOpts) -> None:
         """Read ``[gpu_scheduler]`` options from ``conf``."""
@@ -141,7 +135,7 @@ class GpuStateCache:
         return self.listener.ensure_started(conf)
 
     def wait_for_state(self, timeout: float, quiet: float = 0.25) -> int:
-        """Wait while answers arrive (see StateListener.wait)."""
+        """Wait while answers arrive (see rpc.StateListener.wait)."""
         return self.listener.wait(timeout, quiet)
 
     # -- ingestion -----------------------------------------------------
@@ -173,15 +167,11 @@ class GpuStateCache:
 
     def _update(self, message: Any, now: float) -> bool | str | None:
         """True: stored; a string: why rejected; None: ignored quietly."""
-        key = schema.kind_of(message)
-        if key is None:
-            return schema.problem(message, self._max_gpus)
-        kind = key[1]
-        host = message.get('host')
-        if kind == schema.METRICS:
-            reason = schema.metrics_problem(message, self._max_gpus)
-            if reason:
-                return reason
+        reason = schema.problem(message, self._max_gpus)
+        if reason:
+            return reason
+        host = message['host']
+        if message['kind'] == schema.METRICS:
             facts = self._facts.get(host)
             if facts is None or facts.digest != message['digest']:
                 # the facts may be on their way (the RPC server's workers
@@ -193,77 +183,44 @@ class GpuStateCache:
                 self._resend(host, now)
                 return None
             return self._metrics(facts, message, now)
-        if kind == schema.FACTS:
-            held = self._facts.get(host)
-            known = [g.source for g in held.gpus] if held else ()
-            reason = schema.problem(message, self._max_gpus, known)
+        facts = records.host_facts(message, self._facts.get(host))
+        with self._lock:
+            reason = self._bind(facts, now)
             if reason:
                 return reason
-            facts = records.host_facts(message, message['gpus'], held)
-            with self._lock:
-                reason = self._bind(facts, now)
-                if reason:
-                    return reason
-                # a facts message starts the agent's sequence
-                self._seq[host] = message['seq']
-                self._seen[host] = now
-                pending = self._pending.pop(host, None)
-            if (pending is not None and pending['digest'] == facts.digest
-                    and pending['seq'] > message['seq']):
-                self._metrics(facts, pending, now)
-            return True
-        facts = self._same_facts(message)
-        if facts is None:
-            reason = schema.problem(message, self._max_gpus)
-            if reason:
-                return reason
-            facts = records.host_facts(
-                message, [schema.facts_of(g) for g in message['gpus']])
-            with self._lock:
-                reason = self._bind(facts, now)
-            if reason:
-                return reason
-        elif not schema.dynamic_ok(message['gpus'], others=True):
-            return schema.problem(message, self._max_gpus) or 'invalid'
-        dynamic = [{k: g[k] for k in schema.DYNAMIC_KEYS if k in g}
-                   for g in message['gpus']]
-        return self._store(facts, dynamic, message, now, None)
+            # a facts message starts the agent's sequence
+            self._seq[host] = message['seq']
+            self._seen[host] = now
+            pending = self._pending.pop(host, None)
+        if (pending is not None and pending['digest'] == facts.digest
+                and pending['seq'] > message['seq']):
+            self._metrics(facts, pending, now)
+        return True
 
     def _metrics(self, facts: records.HostFacts, message: dict,
                  now: float) -> bool | str | None:
-        if len(message['gpus']) != len(facts.gpus):
+        gpus = message['gpus']
+        if len(gpus) != len(facts.gpus):
             return ('%d GPUs in metrics for facts of %d GPUs'
-                    % (len(message['gpus']), len(facts.gpus)))
-        return self._store(facts, message['gpus'], message, now,
-                           message['seq'])
-
-    def _same_facts(self, payload: dict) -> records.HostFacts | None:
-        """The held facts of a 1.0 payload whose facts did not change.
-
-        Its facts are then not validated again, nor read: the record
-        refers to the held ones (a value equal to a held one, ``0`` and
-        ``False`` say, changes nothing).  Its health and metrics are.
-        """
-        facts = self._facts.get(payload.get('host'))
-        gpus = payload.get('gpus')
-        if (facts is None or facts.digest is not None
-                or gpus.__class__ is not list
-                or len(gpus) != len(facts.gpus) or len(payload) != 7
-                or payload.get('nodename') != facts.nodename
-                or payload.get('root_provider_uuid')
-                != facts.root_provider_uuid
-                or payload.get('agent_mode') != facts.agent_mode):
-            return None
-        at = payload.get('generated_at')
-        if not ((at.__class__ is float or at.__class__ is int)
-                and 0 <= at <= schema.MAX_TIME):
-            return None
-        for gpu, held in zip(gpus, facts.gpus):
-            # equal values: the held (valid) facts stand for these
-            if gpu.__class__ is not dict or schema.facts_of(gpu) \
-                    != held.source:
+                    % (len(gpus), len(facts.gpus)))
+        record = records.host_record(
+            facts, gpus, generated_at=message['generated_at'],
+            received_at=now, seq=message['seq'])
+        host = facts.host
+        with self._lock:
+            if self._facts.get(host) is not facts:
+                return None      # other facts arrived meanwhile
+            if record.seq <= self._seq.get(host, -1):
+                # the newer (held) state wins, whatever the older one
+                # says: a late "healthy" never undoes a GPU turning
+                # unhealthy after it
+                LOG.debug('Ignored GPU state of %s: older than the held '
+                          'state', host)
                 return None
-        return facts
+            self._seq[host] = record.seq
+            self._records[host] = record
+            self._seen[host] = now
+        return True
 
     def _live(self, host: str, now: float) -> bool:
         seen = self._seen.get(host)
@@ -275,6 +232,12 @@ class GpuStateCache:
         Called with the lock held.  Returns why not.
         """
         host = facts.host
+        if host not in self._facts and len(self._facts) >= _TABLE_LIMIT:
+            for old in [h for h in self._facts if not self._live(h, now)]:
+                self._forget(old)
+            if len(self._facts) >= _TABLE_LIMIT:
+                return ('%d hosts with live state, the most this cache '
+                        'holds' % _TABLE_LIMIT)
         for name in facts.names():
             owner = self._index.get(name)
             if owner is not None and owner != host and self._live(owner,
@@ -303,48 +266,6 @@ class GpuStateCache:
         for rp in old.by_provider:
             if self._providers.get(rp) == host:
                 del self._providers[rp]
-
-    def _store(self, facts: records.HostFacts, dynamic: list, message: dict,
-               now: float, seq: int | None) -> bool | None:
-        record = records.host_record(
-            facts, dynamic, generated_at=message['generated_at'],
-            received_at=now, seq=seq)
-        host = facts.host
-        with self._lock:
-            if self._facts.get(host) is not facts:
-                return None      # other facts arrived meanwhile
-            old = self._records.get(host)
-            if old is not None and not self._newer(record, old):
-                # the newer (held) state wins, whatever the older one
-                # says: a late "healthy" never undoes a GPU turning
-                # unhealthy after it
-                LOG.debug('Ignored GPU state of %s: older than the held '
-                          'state', host)
-                return None
-            if seq is not None and seq > self._seq.get(host, -1):
-                self._seq[host] = seq
-            self._records[host] = record
-            self._seen[host] = now
-        return True
-
-    def _newer(self, record: records.HostRecord,
-               old: records.HostRecord) -> bool:
-        host = record.host
-        if record.seq is not None:
-            return record.seq > self._seq.get(host, -1)
-        if old.seq is not None or record.generated_at >= old.generated_at:
-            return True
-        ahead = old.generated_at - self.wall_clock()
-        if ahead > 0:
-            # the held one is from the future: the agent's clock was (or
-            # is) ahead; receive order decides
-            self._warn_once(host, 'skew', 'GPU state of %(host)s was '
-                            'generated %(ahead).0f s ahead of this '
-                            'scheduler\'s clock: ordering its messages by '
-                            'receive time. Synchronize the clocks (NTP).',
-                            ahead=ahead)
-            return True
-        return False
 
     def _resend(self, host: str, now: float) -> None:
         asked = self._asked.get(host)
@@ -376,10 +297,13 @@ class GpuStateCache:
     def remove(self, host: str) -> None:
         """Forget a host's state (tools, tests)."""
         with self._lock:
-            self._forget_names(host)
-            for table in (self._facts, self._seen, self._seq, self._records,
-                          self._pending):
-                table.pop(host, None)
+            self._forget(host)
+
+    def _forget(self, host: str) -> None:
+        self._forget_names(host)
+        for table in (self._facts, self._seen, self._seq, self._records,
+                      self._pending):
+            table.pop(host, None)
 
     # -- lookups -------------------------------------------------------
 
@@ -416,9 +340,21 @@ class GpuStateCache:
         return record
 
     def get(self, host: str) -> dict[str, Any] | None:
-        """Live state of a host (or nodename, root provider) as 1.0."""
+        """Live state of a host (or nodename, root provider), for tools.
+
+        The facts message's identity and GPUs, each GPU with its entry of
+        the latest metrics message (health, assigned, metrics).
+        """
         record = self.host_record(host)
-        return record.payload() if record is not None else None
+        if record is None:
+            return None
+        facts = record.facts
+        return {'host': facts.host, 'nodename': facts.nodename,
+                'root_provider_uuid': facts.root_provider_uuid,
+                'agent_mode': facts.agent_mode,
+                'generated_at': record.generated_at,
+                'gpus': [{**gpu.source, **entry} for gpu, entry
+                         in zip(facts.gpus, record.dynamic)]}
 
     def hosts(self) -> list[str]:
         """Hosts with live state, sorted."""

@@ -16,9 +16,9 @@ Design doc: State protocol.  Built from validated messages only
 (:mod:`gpu_nova_ext.state.schema`):
 
 * :class:`GpuFacts`, one per GPU, and :class:`HostFacts`, one per facts
-  message (or per change of a 1.0 payload's facts): normalized model,
-  effective memory, parsed versions, capacity, the GPUs grouped by the
-  fact each filter judges.  Built once per change.
+  message: normalized model, effective memory, parsed versions,
+  capacity, the GPUs grouped by the fact each filter judges.  A GPU
+  whose facts did not change keeps its GpuFacts.
 * :class:`HostRecord`, one per metrics message: refers to its HostFacts
   and adds health, use and the metrics-derived headrooms.
 
@@ -51,7 +51,6 @@ _FACT_FAMILIES = (FAMILY_MODEL, FAMILY_MEMORY, FAMILY_CAPABILITY,
                   FAMILY_RESERVATION)
 
 ORDER_LAST = float('inf')
-INTRA_HOST_POLICIES = ('pack', 'spread', 'coolest', 'least_loaded')
 
 
 @functools.lru_cache(maxsize=4096)
@@ -176,7 +175,7 @@ class HostFacts:
     nodename: str | None
     root_provider_uuid: str | None
     agent_mode: str | None
-    digest: str | None               # the agent's (None: a 1.0 payload)
+    digest: str                      # the agent's, of these facts
     gpus: tuple[GpuFacts, ...]
     by_provider: dict[str, GpuFacts]
     # family -> {fact: provider UUIDs of the GPUs with that fact}
@@ -194,22 +193,20 @@ class HostFacts:
                                  self.host) if n)
 
 
-def host_facts(message: dict, gpus: list,
-               held: HostFacts | None = None) -> HostFacts:
-    """HostFacts of a validated message (facts, or a 1.0 payload).
+def host_facts(message: dict, held: HostFacts | None = None) -> HostFacts:
+    """HostFacts of a validated facts message.
 
-    :param gpus: the GPU facts objects (a 1.0 payload's GPUs without
-        health, assigned and metrics).
     :param held: the host's previous facts: their GpuFacts serve again
         for the GPUs that did not change.
     """
     old = held.gpus if held is not None else ()
     records = tuple(old[i] if i < len(old) and old[i].source == g
-                    else gpu_facts(i, g) for i, g in enumerate(gpus))
+                    else gpu_facts(i, g)
+                    for i, g in enumerate(message['gpus']))
     return HostFacts(
         host=message['host'], nodename=message.get('nodename'),
         root_provider_uuid=message.get('root_provider_uuid'),
-        agent_mode=message.get('agent_mode'), digest=message.get('digest'),
+        agent_mode=message.get('agent_mode'), digest=message['digest'],
         gpus=records,
         by_provider={rp: g for g in records for rp in g.provider_uuids},
         groups=_groups(records))
@@ -224,8 +221,9 @@ class HostRecord:
     facts: HostFacts
     generated_at: float
     received_at: float                 # the cache's clock
-    seq: int | None                    # the agent's (None: 1.0)
-    dynamic: tuple[dict, ...]          # per GPU: health, assigned, metrics
+    seq: int                           # the agent's
+    # per GPU, the metrics message's entry: health, assigned, metrics
+    dynamic: tuple[dict, ...]
     health_rank: tuple[int, ...]       # per GPU: 0 healthy .. 2 unhealthy
     free: tuple[float, ...]            # per GPU: GPU equivalents free
     utilization: tuple[float | None, ...]       # 0..1
@@ -273,28 +271,16 @@ class HostRecord:
         return found
 
     def _order(self, policy: str) -> tuple[dict, tuple]:
-        if policy == 'spread':
-            def key(g):
-                return (self.health_rank[g.index], -self.free[g.index],
-                        g.pci_address)
-        elif policy == 'pack':
-            def key(g):
-                return (self.health_rank[g.index], self.free[g.index],
-                        g.pci_address)
-        elif policy == 'coolest':
-            def key(g):
-                headroom = self.thermal_headroom[g.index]
-                return (self.health_rank[g.index],
-                        -(headroom if headroom is not None
-                          else -ORDER_LAST), g.pci_address)
-        elif policy == 'least_loaded':
-            def key(g):
-                used = self.utilization[g.index]
-                return (self.health_rank[g.index],
-                        used if used is not None else ORDER_LAST,
-                        g.pci_address)
-        else:
-            raise KeyError(policy)
+        # per GPU: the value a policy puts first (None: last)
+        first = {'spread': [-f for f in self.free], 'pack': self.free,
+                 'coolest': [None if h is None else -h
+                             for h in self.thermal_headroom],
+                 'least_loaded': self.utilization}[policy]
+
+        def key(g):
+            value = first[g.index]
+            return (self.health_rank[g.index],
+                    ORDER_LAST if value is None else value, g.pci_address)
         ordered = sorted(self.facts.gpus, key=key)
         ranks = {}
         root = self.facts.root_provider_uuid
@@ -304,17 +290,6 @@ class HostRecord:
             for rp in gpu.provider_uuids:
                 ranks[rp] = rank
         return ranks, tuple(rp for g in ordered for rp in g.provider_uuids)
-
-    def payload(self) -> dict[str, Any]:
-        """The host's state as one protocol 1.0 payload (tools, CLI)."""
-        facts = self.facts
-        return {
-            'version': schema.VERSION_1_0, 'host': facts.host,
-            'nodename': facts.nodename, 'generated_at': self.generated_at,
-            'agent_mode': facts.agent_mode,
-            'root_provider_uuid': facts.root_provider_uuid,
-            'gpus': [{**gpu.source, **dynamic} for gpu, dynamic
-                     in zip(facts.gpus, self.dynamic)]}
 
 
 def _headrooms(values: dict | None) -> tuple:
@@ -338,8 +313,8 @@ def _headrooms(values: dict | None) -> tuple:
 
 
 def host_record(facts: HostFacts, dynamic: list, *, generated_at: float,
-                received_at: float, seq: int | None) -> HostRecord:
-    """The HostRecord of validated per-GPU health, assigned and metrics.
+                received_at: float, seq: int) -> HostRecord:
+    """The HostRecord of a validated metrics message's GPUs.
 
     :param dynamic: per GPU of ``facts`` (same order), a dict with
         ``health``, optionally ``assigned`` and ``metrics``.

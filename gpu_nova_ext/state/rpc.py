@@ -10,17 +10,17 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""The GPU state channel: a versioned oslo.messaging RPC API, both sides.
+"""The GPU state channel: a versioned oslo.messaging RPC API.
 
-Agents fanout-cast ``update_gpu_state(ctxt, state=<payload>)`` on
+Agents fanout-cast ``update_gpu_state(ctxt, state=<message>)`` on
 ``[agent] scheduler_topic`` (``gpu_nova_ext_scheduler``) every report
 interval and at once on a health change.  Every nova-scheduler process runs
-a :class:`SchedulerStateServer` that hands each payload to its state cache
+a :class:`SchedulerStateServer` that hands each message to its state cache
 (validation happens there).  A scheduler that starts fanout-casts
 ``resend_gpu_state(ctxt)`` on ``[gpu_scheduler] agent_topic``
-(``gpu_nova_ext_agent``) and the agents' :class:`AgentStateClient` answer
-with an immediate update, so a new scheduler has full state after one round
-trip.
+(``gpu_nova_ext_agent``) and the agents answer with their facts at once,
+so a new scheduler has full state after one round trip.  The agent's side
+is :mod:`gpu_nova_ext.agent.state_client`; :class:`RpcServer` is shared.
 
 Both servers use oslo.messaging's ``threading`` executor (native threads,
 no eventlet), so they work in Nova 2025.2+ services, which run threaded,
@@ -35,19 +35,22 @@ RPC API history:
   ``resend_gpu_state()`` on the agent topic.
 * 1.1: ``resend_gpu_state(host=None)``: only the agent of ``host``
   answers (a scheduler got metrics for facts it does not hold); ``state``
-  may be a protocol 1.1 facts or metrics message.
+  is a protocol 1.1 facts or metrics message (the only ones read since
+  protocol 1.0 payloads went).
 """
+import atexit
 from collections.abc import Callable
 import os
 import threading
+import time
 from typing import Any, Protocol
+import weakref
 
 from oslo_config import cfg
 from oslo_log import log as logging
 import oslo_messaging as messaging
 
 from gpu_nova_ext import conf as gconf
-from gpu_nova_ext.conf import agent as agent_conf
 from gpu_nova_ext.state import transport as bus
 
 LOG = logging.getLogger(__name__)
@@ -62,16 +65,6 @@ register_messaging_opts = bus.register_messaging_opts
 START_WAIT = 5.0
 
 
-class Publisher(Protocol):
-    """What turns an agent's whole state into the messages it casts."""
-
-    def messages(self, payload: dict, resend: bool = False) -> list[dict]:
-        """The messages to cast."""
-
-    def forget(self) -> None:
-        """A cast failed: send the facts again next time."""
-
-
 class StateSink(Protocol):
     """What the scheduler-side server feeds: the state cache."""
 
@@ -79,7 +72,7 @@ class StateSink(Protocol):
         """Validate and ingest one payload; False when it is rejected."""
 
 
-class _RpcServer:
+class RpcServer:
     """One threading-executor RPC server with its own transport.
 
     Starting connects to the broker and declares the queues in a helper
@@ -220,29 +213,7 @@ class SchedulerStateEndpoint:
             LOG.exception('GPU state cache failed to ingest a payload')
 
 
-class AgentStateEndpoint:
-    """Agent-side RPC endpoint: a starting scheduler wants our state."""
-
-    target = messaging.Target(version=RPC_API_VERSION)
-
-    def __init__(self, on_resend: Callable[[], None], host: str) -> None:
-        self._on_resend = on_resend
-        self._host = host
-        #: set by a scheduler's request, cleared by take_resend()
-        self.resend_requested = threading.Event()
-
-    def resend_gpu_state(self, ctxt: dict, host: str | None = None,
-                         **kwargs: Any) -> None:
-        if host is not None and host != self._host:
-            return
-        self.resend_requested.set()
-        try:
-            self._on_resend()
-        except Exception:
-            LOG.exception('Answering resend_gpu_state failed')
-
-
-class SchedulerStateServer(_RpcServer):
+class SchedulerStateServer(RpcServer):
     """Receives agents' GPU state inside one nova-scheduler process.
 
     :param conf: a ConfigOpts with ``[gpu_scheduler]`` registered
@@ -290,93 +261,126 @@ class SchedulerStateServer(_RpcServer):
         self._stop()
 
 
-class AgentStateClient(_RpcServer):
-    """The agent's side: casts state, answers resend requests.
+class StateListener:
+    """The :class:`SchedulerStateServer` of one cache in one process.
 
-    :param conf: the agent's ConfigOpts (``[agent]`` options,
-        ``gpu_nova_ext.conf.register_agent_opts``) with ``transport_url``.
-    :param on_resend: called (in an RPC worker thread) when a scheduler
-        asks for state; it should only wake the agent loop, which then
-        calls :meth:`cast_state`.
-    :param publisher: turns a host's whole state into the protocol 1.1
-        messages (``gpu_nova_ext.agent.payload.Publisher``); None casts
-        the state as it is given (protocol 1.0).
+    Started by the first GPU filter or weigher that runs in a
+    nova-scheduler process (``[gpu_scheduler] state_listener``), or by
+    :meth:`start` (tools, the simulator); stopped by :meth:`stop`, at
+    process exit, and (when a plugin started it) once every GPU filter and
+    weigher instance is garbage-collected: no thread is left behind.  A
+    fork's child starts its own.  The first request after the start may
+    wait for the agents' answers to the start's ``resend_gpu_state``
+    (:meth:`wait`).
     """
 
-    def __init__(self, conf: cfg.ConfigOpts,
-                 on_resend: Callable[[], None],
-                 publisher: Publisher | None = None) -> None:
-        self._publisher = publisher
-        # [agent] only: registering the same options again is a no-op.
-        agent_conf.register_opts(conf)
-        self._endpoint = AgentStateEndpoint(on_resend,
-                                            bus.host_name(conf))
-        super().__init__(conf, conf.agent.agent_topic, self._endpoint,
-                         'GPU agent resend listener')
-        self._scheduler_topic = conf.agent.scheduler_topic
-        self._client_lock = threading.Lock()
-        self._client = None
-        self._client_transport = None
-        self._client_pid = None
+    def __init__(self, sink) -> None:
+        self._sink = sink
+        self._lock = threading.Lock()
+        self._server = None
+        self._pid = None
+        self._failed_pid = None
+        self._owners = 0
+        # started by a plugin (ensure_started): stops with the plugins
+        self._by_plugins = False
+        self._arrived = threading.Condition()
+        self._count = 0
+        self._exit_hook = False
 
-    def start(self, wait: float = START_WAIT) -> None:
-        """Listen (fanout) on the agent topic for ``resend_gpu_state``.
+    @property
+    def running(self) -> bool:
+        return self._server is not None and self._pid == os.getpid()
 
-        With the message bus unreachable, returns after ``wait`` seconds
-        and listens once the bus is back.  Idempotent while running.
+    def start(self, conf) -> None:
+        """Run the server in this process; idempotent.
+
+        Raises what the RPC layer raises (a bad ``transport_url``).
         """
-        self._start(wait)
-
-    def _get_client(self) -> messaging.RPCClient:
-        with self._client_lock:
-            if self._client is None or self._client_pid != os.getpid():
-                # Its own transport: casting does not depend on the
-                # listener (works before start(), and while it connects).
-                self._client_transport = bus.get_transport(self._conf)
-                self._client = messaging.get_rpc_client(
-                    self._client_transport,
-                    messaging.Target(topic=self._scheduler_topic,
-                                     version=RPC_API_VERSION),
-                    retry=bus.CAST_RETRY)
-                self._client_pid = os.getpid()
-            return self._client
-
-    def take_resend(self) -> bool:
-        """True once after a scheduler asked this agent to resend."""
-        requested = self._endpoint.resend_requested.is_set()
-        self._endpoint.resend_requested.clear()
-        return requested
-
-    def cast_state(self, payload: dict) -> bool:
-        """Fanout-cast ``update_gpu_state(state=...)`` to schedulers.
-
-        With a publisher, ``payload`` is the host's whole state and the
-        messages it makes of it are cast.  Never raises for a broker
-        problem: logs and returns False (the next cycle casts again;
-        oslo.messaging reconnects).
-        """
-        try:
-            client = self._get_client()
-        except Exception as exc:
-            LOG.warning('Could not reach the message bus to cast GPU state: '
-                        '%s', exc)
-            return False
-        if self._publisher is None:
-            return bus.cast(client, 'update_gpu_state', state=payload)
-        for message in self._publisher.messages(payload,
-                                                resend=self.take_resend()):
-            if not bus.cast(client, 'update_gpu_state', state=message):
-                self._publisher.forget()
-                return False
-        return True
+        with self._lock:
+            if self.running:
+                return
+            server = SchedulerStateServer(conf, self._sink)
+            server.start()
+            self._server, self._pid = server, os.getpid()
+            self._by_plugins = False
+            if not self._exit_hook:
+                atexit.register(self.stop)
+                self._exit_hook = True
 
     def stop(self) -> None:
-        """Stop the listener and release the transports; idempotent."""
+        """Stop this process's server and wait for its threads."""
+        with self._lock:
+            server, self._server = self._server, None
+            pid, self._pid = self._pid, None
+        if server is not None and pid == os.getpid():
+            server.stop()
+
+    def ensure_started(self, conf) -> bool:
+        """Start once per process when ``state_listener``; never raises.
+
+        :returns: True when this call started it.
+        """
+        pid = os.getpid()
+        if self.running or not conf.gpu_scheduler.state_listener:
+            return False
+        if self._failed_pid == pid:
+            return False
         try:
-            self._stop()
-        finally:
-            with self._client_lock:
-                transport = self._client_transport
-                self._client = self._client_transport = None
-                if transport is not None and self._client_pid == os.getpid():
-                    bus.cleanup(transport, self._conf)
+            self.start(conf)
+        except Exception as exc:
+            self._failed_pid = pid
+            LOG.error('GPU state listener could not start (%s); GPU '
+                      'filters and weighers run without live GPU state '
+                      'until nova-scheduler restarts. Check transport_url '
+                      'and [gpu_scheduler].', exc)
+            return False
+        self._by_plugins = True
+        return True
+
+    def attach(self, owner) -> None:
+        """Count ``owner`` (a plugin instance) as a user of the server.
+
+        When every owner is garbage-collected, the server stops.
+        """
+        with self._lock:
+            self._owners += 1
+        weakref.finalize(owner, self._detach)
+
+    def _detach(self) -> None:
+        with self._lock:
+            self._owners -= 1
+            last = self._owners <= 0 and self._by_plugins
+        if last:
+            self.stop()
+
+    def ask_resend(self, host: str | None = None) -> None:
+        """Ask one host's agent (None: every agent) to resend its facts."""
+        server = self._server
+        if server is not None and self._pid == os.getpid():
+            server.ask_resend(host)
+
+    def arrived(self) -> None:
+        """What the cache calls for each stored message."""
+        with self._arrived:
+            self._count += 1
+            self._arrived.notify_all()
+
+    def wait(self, timeout: float, quiet: float = 0.25) -> int:
+        """Wait while messages keep arriving; return how many arrived.
+
+        Returns ``quiet`` seconds after the last one (or after the call
+        when none arrives), at the latest after ``timeout``.  Real time.
+        """
+        start = self._count
+        deadline = time.monotonic() + timeout
+        with self._arrived:
+            seen = start
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._arrived.wait(min(quiet, left))
+                if self._count == seen:
+                    break
+                seen = self._count
+        return self._count - start

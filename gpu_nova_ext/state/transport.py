@@ -43,13 +43,10 @@ _GLOBAL_ONLY_OPTS = (
 
 
 def register_messaging_opts(conf: cfg.ConfigOpts) -> None:
-    """Register on ``conf`` the oslo.messaging options it reads at run time.
+    """Register on ``conf`` what oslo.messaging reads from it at run time.
 
-    ``get_rpc_transport`` registers the transport and driver options itself;
-    the tracing and metrics groups are registered on ``cfg.CONF`` at import
-    of oslo.messaging's private modules only, so a cast on a transport built
-    from any other ConfigOpts fails with NoSuchOptError.  Registering the
-    same option objects again is a no-op, so this is safe on Nova's CONF.
+    See :data:`_GLOBAL_ONLY_OPTS`; registering the same option objects
+    again is a no-op, so this is safe on Nova's CONF.
     """
     for module_name, attr, group in _GLOBAL_ONLY_OPTS:
         try:
@@ -76,9 +73,7 @@ def driver(conf: cfg.ConfigOpts) -> str | None:
 def cleanup(transport: messaging.Transport, conf: cfg.ConfigOpts) -> None:
     """Close ``transport``'s connections.
 
-    Not for ``fake://``: its in-memory queues are shared by every fake
-    transport of the process (the simulator's agents and cache) and its
-    cleanup empties them all; it holds no connection anyway.
+    Not ``fake://``'s: its in-memory queues are the process's, all emptied.
     """
     if driver(conf) != 'fake':
         transport.cleanup()
@@ -95,13 +90,10 @@ def host_name(conf: cfg.ConfigOpts) -> str:
 def server_name(conf: cfg.ConfigOpts) -> str:
     """The RPC server name: this host's name.
 
-    We only ever fanout-cast, and every listener gets a fanout queue of
-    its own, so the workers of one host can share the name.  A stable
-    name matters: oslo.messaging declares a ``<topic>.<server>`` queue that
-    it never deletes, so a per-process name would leave one queue behind
-    in RabbitMQ per scheduler worker start.  The in-memory ``fake://``
-    driver delivers a fanout once per server name, so there (one process,
-    many listeners) the name is made unique.
+    Stable: oslo.messaging declares a ``<topic>.<server>`` queue it never
+    deletes (we only fanout-cast, each listener has its own fanout
+    queue).  Unique per listener on ``fake://``, which delivers a fanout
+    once per server name.
     """
     host = host_name(conf)
     if driver(conf) == 'fake':

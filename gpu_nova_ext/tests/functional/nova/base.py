@@ -45,11 +45,11 @@ from oslo_config import cfg
 import yaml
 
 from gpu_nova_ext.agent import service
+from gpu_nova_ext.agent import state_client
 from gpu_nova_ext import conf as gconf
 from gpu_nova_ext.inventory import manager
 from gpu_nova_ext.operator import nova_conf as nova_conf_gen
 from gpu_nova_ext.state import cache as state_cache
-from gpu_nova_ext.state import rpc
 from gpu_nova_ext.tests import deadline
 from gpu_nova_ext_dev import libvirt_hosts
 
@@ -400,7 +400,7 @@ class GpuAgentMixin(DeadlineWaitsMixin):
         if host not in self._agents:
             conf = self.agent_conf(host)
             agent = service.AgentService(conf)
-            agent.state_client = rpc.AgentStateClient(
+            agent.state_client = state_client.AgentStateClient(
                 conf, on_resend=agent.cast_now)
             agent.state_client.start()
             self.addCleanup(agent.state_client.stop)

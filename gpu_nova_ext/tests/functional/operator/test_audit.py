@@ -33,13 +33,13 @@ from oslotest import base
 from placement.tests.functional.fixtures import placement as pfixture
 from requests import adapters
 
+from gpu_nova_ext.agent import state_client
 from gpu_nova_ext.cmd import common
 from gpu_nova_ext import conf as gconf
 from gpu_nova_ext.inventory import base as inv_base
 from gpu_nova_ext.operator import audit
 from gpu_nova_ext.placement import client as placement_client
 from gpu_nova_ext.state import cache as state_cache
-from gpu_nova_ext.state import rpc
 from gpu_nova_ext.tests.functional import osc_client
 
 
@@ -250,7 +250,7 @@ class TestAuditAgainstPlacement(base.BaseTestCase):
                 sent.set()
             threading.Thread(target=cast, daemon=True).start()
 
-        agent = rpc.AgentStateClient(aconf, on_resend)
+        agent = state_client.AgentStateClient(aconf, on_resend)
         agent.start()
         self.addCleanup(agent.stop)
         data = osc_client.openstack_json(

@@ -81,7 +81,7 @@ class TestAgentService(base.PlacementTestCase):
         result = agent.run_cycle()
         self.assertEqual(root, result.root_provider_uuid)
         payload = self.state.payloads[-1]
-        self.assertEqual('1.0', payload['version'])
+        self.assertNotIn('version', payload)
         self.assertEqual(self.HOST, payload['host'])
         self.assertEqual(self.HOST, payload['nodename'])
         self.assertEqual(root, payload['root_provider_uuid'])

@@ -38,8 +38,8 @@ import time
 
 from oslo_log import log as logging
 
+from gpu_nova_ext.agent import state_client
 from gpu_nova_ext.state import cache as state_cache
-from gpu_nova_ext.state import rpc
 from gpu_nova_ext.tests import deadline
 from gpu_nova_ext.tests.functional.state import support
 
@@ -72,7 +72,7 @@ def run_agent(args, conf) -> None:
             stats['resends'] += 1
         wake.set()
 
-    client = rpc.AgentStateClient(conf, on_resend)
+    client = state_client.AgentStateClient(conf, on_resend)
 
     def cast() -> bool:
         with lock:

@@ -13,8 +13,9 @@
 """The state channel in one process over a real RabbitMQ.
 
 The real GpuStateCache (validation included) behind the real RPC server,
-fed by AgentStateClient casts: 1 000 fuzzed malformed payloads among valid
-updates, odd RPC messages, staleness, ordering, resend fanout.
+fed by the agent's AgentStateClient and by raw casts: 1 000 fuzzed
+malformed protocol 1.1 messages among valid updates, odd RPC messages,
+staleness, ordering, resend fanout.
 """
 import copy
 import random
@@ -23,6 +24,8 @@ import time
 
 import testtools
 
+from gpu_nova_ext.agent import payload as agent_payload
+from gpu_nova_ext.agent import state_client
 from gpu_nova_ext.state import cache as state_cache
 from gpu_nova_ext.state import rpc
 from gpu_nova_ext.state import transport as bus
@@ -40,20 +43,26 @@ class CountingSink:
         self.cache = cache
         self.lock = threading.Lock()
         self.accepted = []
-        self.rejected = 0
+        self.refused = []
 
     def update(self, payload):
         ok = self.cache.update(payload)
         with self.lock:
-            if ok:
-                self.accepted.append(payload)
-            else:
-                self.rejected += 1
+            (self.accepted if ok else self.refused).append(payload)
         return ok
+
+    @property
+    def rejected(self):
+        return len(self.refused)
 
     def seen(self):
         with self.lock:
             return len(self.accepted) + self.rejected
+
+
+def view(state):
+    """What the cache gives back of an agent's whole state."""
+    return {k: v for k, v in state.items() if k != 'version'}
 
 
 def _set(path):
@@ -62,6 +71,7 @@ def _set(path):
         for key in path[:-1]:
             target = target[key]
         target[path[-1]] = value
+    mutate.path = path
     return mutate
 
 
@@ -71,17 +81,21 @@ def _delete(path):
         for key in path[:-1]:
             target = target[key]
         del target[path[-1]]
+    mutate.path = path
     return mutate
 
 
 HUGE = 'x' * (1024 * 1024 + 1)
 G = ('gpus', 0)
 
-# (what, mutation, values): each value applied to a valid payload makes
-# it malformed.
+# (what, mutation, values): each value applied to a valid message (the
+# facts or the metrics one, whichever has the key) makes it malformed.
 MUTATIONS = [
     ('unknown version', _set(('version',)),
-     ['2.0', '1.1', '0.9', '', None, 1.0, 1, 'v1', '1.0 ', ['1.0']]),
+     ['2.0', '1.0', '0.9', '', None, 1.1, 1, 'v1', '1.1 ', ['1.1']]),
+    ('unknown kind', _set(('kind',)), ['payload', None, 'FACTS']),
+    ('wrong type', _set(('seq',)), [-1, 'one', 2 ** 63, None]),
+    ('wrong type', _set(('digest',)), ['', 'XYZXYZXYZ', None, 7]),
     ('missing key', _delete(('version',)), [None]),
     ('missing key', _delete(('host',)), [None]),
     ('missing key', _delete(('generated_at',)), [None]),
@@ -147,8 +161,17 @@ MUTATIONS = [
 ]
 
 
+# the keys of a GPU that a metrics message carries
+_DYNAMIC = ('health', 'metrics', 'assigned')
+
+
+def _messages(state):
+    """The agent's facts and metrics messages of a whole state."""
+    return agent_payload.Publisher().messages(state)
+
+
 def fuzz_payloads(count: int, seed: int = 6):
-    """``count`` malformed payloads, each claiming a victim host's name."""
+    """``count`` malformed messages, each claiming a victim host's name."""
     rng = random.Random(seed)
     flat = [(what, mutate, value) for what, mutate, values in MUTATIONS
             for value in values]
@@ -164,17 +187,28 @@ def fuzz_payloads(count: int, seed: int = 6):
             continue
         if roll < 0.08:
             base['gpus'] = [support.gpu(i) for i in range(65)]
-            out.append(('more than max_gpus_per_host GPUs', base))
+            message = _messages(base)[rng.randrange(2)]
+            out.append(('more than max_gpus_per_host GPUs',
+                        dict(message, fuzz='65 GPUs')))
             continue
         if roll < 0.10:
             base['gpus'].append(copy.deepcopy(base['gpus'][0]))
-            out.append(('duplicate pci_address', base))
+            out.append(('duplicate pci_address',
+                        dict(_messages(base)[0], fuzz='duplicate')))
             continue
         what, mutate, value = flat[rng.randrange(len(flat))]
         if value is HUGE or value == [HUGE]:
             if not huge_left:
                 continue
             huge_left -= 1
+        facts, metrics = _messages(base)
+        path = mutate.path
+        if len(path) > 2 and path[2] in _DYNAMIC:
+            base = metrics
+        elif path[0] in facts and path[0] not in metrics or len(path) > 2:
+            base = facts
+        else:
+            base = (facts, metrics)[rng.randrange(2)]
         mutate(base, copy.deepcopy(value))
         # Unknown fields are allowed: tag it to name it in a failure.
         if isinstance(base, dict):
@@ -205,10 +239,18 @@ class TestStateChannel(testtools.TestCase):
         return server
 
     def _agent(self, conf, on_resend=lambda: None):
-        agent = rpc.AgentStateClient(conf, on_resend)
+        agent = state_client.AgentStateClient(conf, on_resend)
         agent.start()
         self.addCleanup(agent.stop)
         return agent
+
+    def _raw(self, conf):
+        """A client that casts any message, as a broken agent could."""
+        transport = bus.get_transport(conf)
+        self.addCleanup(transport.cleanup)
+        return rpc.messaging.get_rpc_client(
+            transport, rpc.messaging.Target(
+                topic=self.topics['state_topic'], version='1.1'))
 
     def test_fuzzed_payloads_rejected_valid_updates_flow(self):
         conf = self._conf()
@@ -216,35 +258,40 @@ class TestStateChannel(testtools.TestCase):
         sink = CountingSink(cache)
         self._server(conf, sink)
         agent = self._agent(conf)
+        raw = self._raw(conf)
         fuzz = fuzz_payloads(FUZZ_COUNT)
         self.assertEqual(FUZZ_COUNT, len(fuzz))
         latest = {}
         valid_sent = 0
         for i, (_what, bad) in enumerate(fuzz):
             if i % 25 == 0:
-                # Valid updates keep flowing among the garbage.
+                # Valid updates keep flowing among the garbage: new
+                # facts (new provider UUIDs) and metrics each time
                 for host in VICTIMS:
                     good = support.payload(host)
                     latest[host] = good
                     self.assertTrue(agent.cast_state(good))
-                    valid_sent += 1
-            self.assertTrue(agent.cast_state(bad))
+                    valid_sent += 2
+            self.assertTrue(bus.cast(raw, 'update_gpu_state', state=bad))
         for host in VICTIMS:
             good = support.payload(host)
             latest[host] = good
             self.assertTrue(agent.cast_state(good))
-            valid_sent += 1
+            valid_sent += 2
         total = FUZZ_COUNT + valid_sent
         deadline.wait_for(lambda: sink.seen() >= total)
-        holes = [p.get('fuzz') for p in sink.accepted if 'fuzz' in p]
-        self.assertEqual([], holes, 'malformed payloads were accepted')
+        holes = [p.get('fuzz') for p in sink.accepted
+                 if isinstance(p, dict) and 'fuzz' in p]
+        self.assertEqual([], holes, 'malformed messages were accepted')
         self.assertEqual(total, sink.seen())
-        self.assertEqual(FUZZ_COUNT, sink.rejected)
-        self.assertEqual(valid_sent, len(sink.accepted))
-        # Only the victims have state, each its last valid payload.
+        fuzz_refused = [p for p in sink.refused
+                        if not isinstance(p, dict) or 'fuzz' in p]
+        self.assertEqual(FUZZ_COUNT, len(fuzz_refused))
+        # Only the victims have state, each its last valid one.
         self.assertEqual(sorted(VICTIMS), cache.hosts())
         for host in VICTIMS:
-            self.assertEqual(latest[host], cache.get(host))
+            self.assertTrue(deadline.wait_for(
+                lambda: view(latest[host]) == cache.get(host)))
 
     def test_odd_rpc_messages_do_not_break_the_server(self):
         conf = self._conf()
@@ -252,11 +299,7 @@ class TestStateChannel(testtools.TestCase):
         sink = CountingSink(cache)
         self._server(conf, sink)
         agent = self._agent(conf)
-        transport = bus.get_transport(conf)
-        self.addCleanup(transport.cleanup)
-        raw = rpc.messaging.get_rpc_client(
-            transport, rpc.messaging.Target(
-                topic=self.topics['state_topic'], fanout=True))
+        raw = self._raw(conf).prepare(fanout=True)
         raw.cast({}, 'update_gpu_state')                       # no state
         raw.cast({}, 'update_gpu_state', state=None, extra=1)  # 1.x extra
         raw.cast({}, 'no_such_method', state={})
@@ -265,10 +308,13 @@ class TestStateChannel(testtools.TestCase):
         good = support.payload('cmp-a')
         self.assertTrue(agent.cast_state(good))
         self.assertTrue(deadline.wait_for(lambda: cache.get('cmp-a')))
-        self.assertEqual(good, cache.get('cmp-a'))
-        # The two update_gpu_state casts of version 1.0 were rejected; the
+        self.assertEqual(view(good), cache.get('cmp-a'))
+        # The two update_gpu_state casts without state were rejected; the
         # unknown method and the 2.0 message never reached the cache.
-        self.assertEqual(2, sink.rejected)
+        self.assertEqual([None, None],
+                         [p for p in sink.refused if p is None])
+        self.assertEqual(sink.refused, [p for p in sink.refused
+                                        if p is None or p['host'] == 'cmp-a'])
         self.assertIsNone(cache.get('cmp-x'))
 
     def test_stale_state_counts_as_missing(self):
@@ -289,19 +335,28 @@ class TestStateChannel(testtools.TestCase):
         self.assertTrue(agent.cast_state(support.payload('cmp-a')))
         self.assertTrue(deadline.wait_for(lambda: cache.hosts()))
 
-    def test_older_generated_at_never_replaces_newer(self):
+    def test_older_sequence_never_replaces_newer(self):
         conf = self._conf()
         cache = state_cache.GpuStateCache(conf)
         sink = CountingSink(cache)
         self._server(conf, sink)
-        agent = self._agent(conf)
-        now = time.time()
-        newer = support.payload('cmp-a', generated_at=now)
-        older = support.payload('cmp-a', generated_at=now - 10)
-        self.assertTrue(agent.cast_state(newer))
-        self.assertTrue(agent.cast_state(older))
-        deadline.wait_for(lambda: sink.seen() >= 2)
-        self.assertEqual(newer, cache.get('cmp-a'))
+        raw = self._raw(conf)
+        publisher = agent_payload.Publisher()
+        state = support.payload('cmp-a')
+        facts, older = publisher.messages(state)
+        newer_state = dict(state, generated_at=state['generated_at'] - 10)
+        newer_state['gpus'] = copy.deepcopy(state['gpus'])
+        newer_state['gpus'][0]['health'] = {'state': 'unhealthy',
+                                            'reasons': ['xid 79']}
+        (newer,) = publisher.messages(newer_state)
+        self.assertTrue(bus.cast(raw, 'update_gpu_state', state=facts))
+        self.assertTrue(deadline.wait_for(lambda: sink.seen() == 1))
+        # the agent's sequence orders, not its clock
+        self.assertTrue(bus.cast(raw, 'update_gpu_state', state=newer))
+        self.assertTrue(deadline.wait_for(lambda: sink.seen() == 2))
+        self.assertTrue(bus.cast(raw, 'update_gpu_state', state=older))
+        self.assertTrue(deadline.wait_for(lambda: sink.seen() == 3))
+        self.assertEqual(view(newer_state), cache.get('cmp-a'))
 
     def test_resend_request_reaches_every_agent(self):
         conf = self._conf()
@@ -334,13 +389,12 @@ class TestProtocol11(testtools.TestCase):
         return cache
 
     def test_scheduler_without_the_facts_asks_that_host(self):
-        from gpu_nova_ext.agent import payload as agent_payload
-
         first = self._scheduler()
         asked = []
         conf = support.make_conf(host='cmp-a', **self.topics)
-        agent = rpc.AgentStateClient(conf, lambda: asked.append(1),
-                                     publisher=agent_payload.Publisher())
+        agent = state_client.AgentStateClient(
+            conf, lambda: asked.append(1),
+            publisher=agent_payload.Publisher())
         agent.start()
         self.addCleanup(agent.stop)
         state = support.payload('cmp-a')
@@ -367,7 +421,7 @@ class TestProtocol11(testtools.TestCase):
         got = deadline.wait_for(lambda: second.get('cmp-a'))
         self.assertEqual(77.0, got['gpus'][0]['metrics']['utilization_pct'])
         # an agent of another host is not asked
-        other = rpc.AgentStateClient(
+        other = state_client.AgentStateClient(
             support.make_conf(host='cmp-b', **self.topics),
             lambda: asked.append('b'))
         other.start()

@@ -36,10 +36,10 @@ class TestBuildPayload(testtools.TestCase):
         p = payload.build_payload(
             self.inventory(), host='cmp-1', nodename='cmp-1.example',
             root_provider_uuid='root', mode='annotate', now=1764430000)
-        self.assertEqual({'version', 'host', 'nodename', 'generated_at',
+        # not a message: no version (the Publisher's messages have one)
+        self.assertEqual({'host', 'nodename', 'generated_at',
                           'agent_mode', 'root_provider_uuid', 'gpus'},
                          set(p))
-        self.assertEqual('1.0', p['version'])
         self.assertEqual(1764430000.0, p['generated_at'])
         self.assertIsInstance(p['generated_at'], float)
         gpu = p['gpus'][0]
@@ -55,9 +55,14 @@ class TestBuildPayload(testtools.TestCase):
             self.inventory(), host='cmp-1', nodename='cmp-1',
             root_provider_uuid='9f6b6f0e-3d0b-4f0e-9a57-2f4f3c7c1a10',
             mode='inventory')
-        self.assertIsNone(schema.problem(p, 64))
-        for message in payload.Publisher().messages(p):
+        messages = payload.Publisher().messages(p)
+        self.assertEqual([(schema.VERSION, schema.FACTS),
+                          (schema.VERSION, schema.METRICS)],
+                         [(m['version'], m['kind']) for m in messages])
+        for message in messages:
             self.assertIsNone(schema.problem(message, 64))
+        # the whole state is no message: the schedulers refuse it
+        self.assertIn('is not read here', schema.problem(p, 64))
 
     def test_now_defaults_to_the_clock(self):
         p = payload.build_payload(base.HostInventory('h'), host='h',

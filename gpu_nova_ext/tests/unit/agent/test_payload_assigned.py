@@ -68,7 +68,8 @@ class TestAssigned(testtools.TestCase):
         p = self.build(_gpu('0000:1b:00.0', True, rp=rps[0]),
                        _gpu('0000:9c:00.0', False, rp=rps[1]),
                        _gpu('0000:ca:00.0', None, rp=rps[2]))
-        self.assertIsNone(schema.problem(p, 64))
+        for message in payload.Publisher().messages(p):
+            self.assertIsNone(schema.problem(message, 64))
         record = _record(p)
         # the assigned GPU is not idle; the unknown one is counted free
         # but left to Placement's candidates

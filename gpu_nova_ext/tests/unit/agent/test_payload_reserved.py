@@ -41,7 +41,9 @@ class TestReservedFor(testtools.TestCase):
         self.assertEqual(PROJECT, p['gpus'][0]['reserved_for'])
         self.assertNotIn('reserved_for', p['gpus'][1])
         self.assertNotIn('reserved_for', _payload()['gpus'][0])
-        self.assertIsNone(schema.problem(p, 64))
+        facts, _metrics = payload.Publisher().messages(p)
+        self.assertEqual(PROJECT, facts['gpus'][0]['reserved_for'])
+        self.assertIsNone(schema.problem(facts, 64))
 
     def test_a_new_reservation_is_a_facts_change(self):
         pub = payload.Publisher()
@@ -52,9 +54,8 @@ class TestReservedFor(testtools.TestCase):
                             payload.facts_digest(_payload(PROJECT)))
 
     def test_records_group_gpus_by_project(self):
-        p = _payload(PROJECT)
-        facts = records.host_facts(p, [schema.facts_of(g)
-                                       for g in p['gpus']])
+        message, _metrics = payload.Publisher().messages(_payload(PROJECT))
+        facts = records.host_facts(message)
         self.assertEqual(PROJECT, facts.gpus[0].reserved_for)
         self.assertIsNone(facts.gpus[1].reserved_for)
         self.assertEqual(('rp-1',), facts.reserved_providers(PROJECT))

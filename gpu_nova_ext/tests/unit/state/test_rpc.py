@@ -22,7 +22,10 @@ import oslo_messaging as messaging
 from oslo_messaging import opts as messaging_opts
 import testtools
 
+from gpu_nova_ext.agent import payload as agent_payload
+from gpu_nova_ext.agent import state_client
 from gpu_nova_ext import conf as gconf
+from gpu_nova_ext.inventory import base
 from gpu_nova_ext.state import rpc
 from gpu_nova_ext.state import transport
 from gpu_nova_ext.tests import deadline
@@ -46,6 +49,13 @@ def make_conf(url: str = 'fake://', register_messaging: bool = True
             ('agent', 'agent_topic', 'unit_%s_agent' % tag)):
         conf.set_override(name, value, group=group)
     return conf
+
+
+def _state(host: str, now: float = 1000.0) -> dict:
+    """A host's whole state, as the agent casts it."""
+    return agent_payload.build_payload(
+        base.HostInventory(host), host=host, nodename=host,
+        root_provider_uuid=None, mode='annotate', now=now)
 
 
 class Sink:
@@ -73,7 +83,7 @@ class TestApi(testtools.TestCase):
 
     def test_endpoints_are_versioned(self):
         for endpoint in (rpc.SchedulerStateEndpoint(Sink()),
-                         rpc.AgentStateEndpoint(lambda: None, 'h')):
+                         state_client.AgentStateEndpoint(lambda: None, 'h')):
             self.assertIsInstance(endpoint.target, messaging.Target)
             self.assertEqual('1.1', endpoint.target.version)
 
@@ -94,12 +104,13 @@ class TestApi(testtools.TestCase):
             raise RuntimeError('boom')
 
         logs = self.useFixture(fixtures.FakeLogger())
-        rpc.AgentStateEndpoint(on_resend, 'h').resend_gpu_state({})
+        state_client.AgentStateEndpoint(on_resend, 'h').resend_gpu_state({})
         self.assertIn('resend_gpu_state failed', logs.output)
 
     def test_resend_for_one_host(self):
         calls = []
-        endpoint = rpc.AgentStateEndpoint(lambda: calls.append(1), 'h1')
+        endpoint = state_client.AgentStateEndpoint(
+            lambda: calls.append(1), 'h1')
         endpoint.resend_gpu_state({}, host='h2')
         self.assertEqual([], calls)
         self.assertFalse(endpoint.resend_requested.is_set())
@@ -132,9 +143,9 @@ class TestMessagingOpts(testtools.TestCase):
         server = rpc.SchedulerStateServer(conf, sink)
         server.start()
         self.addCleanup(server.stop)
-        client = rpc.AgentStateClient(conf, lambda: None)
+        client = state_client.AgentStateClient(conf, lambda: None)
         self.addCleanup(client.stop)
-        self.assertTrue(client.cast_state({'host': 'h'}))
+        self.assertTrue(client.cast_state(_state('h')))
         self.assertTrue(sink.arrived.wait(deadline.WAIT_S))
 
 
@@ -151,7 +162,7 @@ class TestChannel(testtools.TestCase):
         return server
 
     def _agent(self, on_resend=lambda: None):
-        agent = rpc.AgentStateClient(self.conf, on_resend)
+        agent = state_client.AgentStateClient(self.conf, on_resend)
         agent.start()
         self.addCleanup(agent.stop)
         return agent
@@ -161,10 +172,15 @@ class TestChannel(testtools.TestCase):
         for sink in sinks:
             self._server(sink)
         agent = self._agent()
-        self.assertTrue(agent.cast_state({'host': 'cmp-1'}))
+        self.assertTrue(agent.cast_state(_state('cmp-1')))
         for sink in sinks:
-            self.assertTrue(sink.arrived.wait(deadline.WAIT_S))
-            self.assertEqual([{'host': 'cmp-1'}], sink.payloads)
+            # protocol 1.1: the facts, then the metrics
+            self.assertTrue(deadline.wait_for(lambda: len(sink.payloads)
+                                              == 2))
+            self.assertEqual([('1.1', 'facts', 'cmp-1'),
+                              ('1.1', 'metrics', 'cmp-1')],
+                             [(m['version'], m['kind'], m['host'])
+                              for m in sink.payloads])
 
     def test_starting_scheduler_asks_every_agent(self):
         asked = [threading.Event(), threading.Event()]
@@ -180,13 +196,13 @@ class TestChannel(testtools.TestCase):
         self._server(sink)
         agent = self._agent()
         self.useFixture(fixtures.FakeLogger())
-        agent.cast_state({'n': 1})
-        self.assertTrue(sink.arrived.wait(deadline.WAIT_S))
-        sink.arrived.clear()
+        agent.cast_state(_state('h', 1.0))
+        self.assertTrue(deadline.wait_for(lambda: len(sink.payloads) == 2))
         sink.verdict = True
-        agent.cast_state({'n': 2})
-        self.assertTrue(sink.arrived.wait(deadline.WAIT_S))
-        self.assertEqual([{'n': 1}, {'n': 2}], sink.payloads)
+        agent.cast_state(_state('h', 2.0))
+        self.assertTrue(deadline.wait_for(lambda: len(sink.payloads) == 3))
+        self.assertEqual([1.0, 1.0, 2.0],
+                         [m['generated_at'] for m in sink.payloads])
 
     def test_start_and_stop_are_idempotent(self):
         server = rpc.SchedulerStateServer(self.conf, Sink())
@@ -224,9 +240,9 @@ class TestChannel(testtools.TestCase):
         server.start()
         self.assertTrue(server.running)
         self.assertNotEqual(parent_name, server.server_name)
-        agent = rpc.AgentStateClient(self.conf, lambda: None)
+        agent = state_client.AgentStateClient(self.conf, lambda: None)
         self.addCleanup(agent.stop)
-        agent.cast_state({'host': 'h'})
+        agent.cast_state(_state('h'))
         self.assertTrue(sink.arrived.wait(deadline.WAIT_S))
 
 
@@ -235,10 +251,10 @@ class TestBrokerDown(testtools.TestCase):
     def test_cast_logs_and_returns_false(self):
         conf = make_conf(closed_port_url())
         logs = self.useFixture(fixtures.FakeLogger())
-        agent = rpc.AgentStateClient(conf, lambda: None)
+        agent = state_client.AgentStateClient(conf, lambda: None)
         self.addCleanup(agent.stop)
         started = time.monotonic()
-        self.assertFalse(agent.cast_state({'host': 'h'}))
+        self.assertFalse(agent.cast_state(_state('h')))
         self.assertLess(time.monotonic() - started, 10.0)
         self.assertIn('Could not cast update_gpu_state', logs.output)
 
