@@ -12,10 +12,7 @@
 
 """nova-scheduler plugins: GPU filters and weighers.
 
-See the design doc (doc/source/contributor): Scheduler plugins.
-
-``request`` parses a request's GPU needs once, ``context`` holds what one
-request's plugins share (nothing is kept on Nova's objects), ``filtering``
-and ``weighing`` are the filter and weigher bases, ``filters`` and
-``weighers`` one plugin per module.
+Design doc: Scheduler plugins.  ``request`` parses a request's GPU needs,
+``context`` holds what its plugins share, ``filtering`` and ``weighing``
+are the bases of ``filters`` and ``weighers``.
 """

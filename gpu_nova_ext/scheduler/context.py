@@ -12,16 +12,9 @@
 
 """One scheduling request as the GPU plugins see it.
 
-Design doc: Scheduler plugins.  nova-scheduler builds new HostStates for
-every request and deep-copies their allocation candidates, so nothing
-worth keeping survives on them; the plugins keep nothing on Nova's objects
-at all.  What one request's filters and weighers share lives in its
-:class:`RequestContext`, held for exactly as long as the RequestSpec object
-(keyed by its identity, weakly): the parsed ``gpu:`` extra specs, the host
--> state record resolution (every plugin of the request sees the same
-record of a host, even if a newer message arrives meanwhile), one verdict
-memo per filter (``{fact: verdict}``) and the weighers' view of the
-candidate Nova will claim.
+Design doc: Scheduler plugins.  Nothing is kept on Nova's objects (new
+HostStates per request): a request's plugins share its RequestContext,
+held as long as its RequestSpec (weakly).
 """
 import dataclasses
 import threading
@@ -45,11 +38,11 @@ MAYBE = gpu_request.MAYBE
 
 # [gpu_scheduler] missing_state_policy values
 FAIL_CONSTRAINED = 'fail_constrained'
-FAIL_ALL = 'fail_all'
 PASS = 'pass'
 
 
-@dataclasses.dataclass(eq=False)
+@dataclasses.dataclass(eq=False, slots=True, kw_only=True,
+                       weakref_slot=True)
 class RequestContext:
     """What one request's GPU filters and weighers share."""
 
@@ -60,31 +53,28 @@ class RequestContext:
     oldest: float              # receive time before which state is missing
     fail_missing: bool         # hard filters reject hosts without state
     policy: str                # intra-host policy (flavor or option)
-    project_id: str | None = None  # the request's project (reservations)
-    logged: set = dataclasses.field(default_factory=set)
-    # compute node UUID -> record or None
+    project_id: str | None = None   # the request's project (reservations)
+    # compute node UUID -> its record (or None) for the whole request
     hosts: dict = dataclasses.field(default_factory=dict)
-    # filter name -> {fact: verdict}
+    # filter name -> {GPU fact: passes}
     verdicts: dict = dataclasses.field(default_factory=dict)
-    # the weighers' per-pass resolution: (weighed list, [claim, ...])
-    claims: tuple | None = None
-    extra: dict = dataclasses.field(default_factory=dict)
+    spec_errors_logged: set = dataclasses.field(default_factory=set)
+    limit_checked: bool = False     # the candidate-limit warning's check
+    # the weighers' claims (weighing.Claim) and the list they are of
+    claims: list | None = None
+    claims_of: list | None = None
+    mix: Any = None                 # fragmentation.Mix, once known
+    # [gpu_weights] capability_scores as sorted pairs, read once
+    capability_scores: tuple | None = None
 
     def record(self, host_state: Any) -> state_cache.HostRecord | None:
         """The live state record of a host, the same for the request."""
-        # by compute node UUID: a HostState stands for one compute node
         key = host_state.uuid or host_state.nodename
         hosts = self.hosts
         if key in hosts:
             return hosts[key]
         record = hosts[key] = self.cache.lookup(host_state, self.oldest)
         return record
-
-    def verdict_memo(self, name: str) -> dict:
-        memo = self.verdicts.get(name)
-        if memo is None:
-            memo = self.verdicts[name] = {}
-        return memo
 
 
 _contexts: 'weakref.WeakKeyDictionary[Any, RequestContext]' = (
@@ -109,33 +99,28 @@ def request_context(spec_obj: Any) -> RequestContext:
     if ctx is not None and ctx.cache is cache and ctx.flavor is flavor:
         return ctx
     if cache.ensure_started(CONF) and cache.startup_wait > 0:
-        # the first request of this process: the agents answer the
-        # listener's resend request within milliseconds, if there are any
+        # the first request: the agents answer within milliseconds
         count = cache.wait_for_state(cache.startup_wait)
         LOG.info('GPU state listener started; %d GPU state messages '
                  'arrived before the first request', count)
     group = CONF.gpu_scheduler
     req = gpu_request.from_request_spec(spec_obj)
     now = cache.clock()
+    project = (spec_obj.project_id or None
+               if spec_obj.obj_attr_is_set('project_id') else None)
     ctx = RequestContext(
         request=req, cache=cache, flavor=flavor, now=now,
         oldest=now - cache.ttl,
         fail_missing=fail_missing(group.missing_state_policy, req),
         policy=req.intra_host_policy or group.intra_host_policy,
-        project_id=_project_id(spec_obj))
+        project_id=project)
     with _contexts_lock:
         _contexts[spec_obj] = ctx
     return ctx
 
 
-def _project_id(spec_obj: Any) -> str | None:
-    """The RequestSpec's project id, None when it has none."""
-    if spec_obj.obj_attr_is_set('project_id'):
-        return spec_obj.project_id or None
-    return None
-
-
 _missing_lock = threading.Lock()
+# host -> when its missing state was last logged (one entry per host)
 _missing_logged: dict[str, float] = {}
 
 
@@ -147,26 +132,25 @@ def note_missing(ctx: RequestContext, host_state: Any) -> None:
         return
     with _missing_lock:
         _missing_logged[host] = ctx.now
+    policy = CONF.gpu_scheduler.missing_state_policy
     if ctx.fail_missing:
         LOG.warning('No live GPU state for host %(host)s (none received or '
                     'older than [gpu_scheduler] state_ttl=%(ttl)s s): this '
                     'GPU request does not land there (missing_state_policy='
                     '%(policy)s). Check gpu-nova-agent on that host.',
-                    {'host': host, 'ttl': ctx.cache.ttl,
-                     'policy': CONF.gpu_scheduler.missing_state_policy})
+                    {'host': host, 'ttl': ctx.cache.ttl, 'policy': policy})
     else:
         LOG.info('No live GPU state for host %(host)s: GPU requests without '
                  'gpu: constraints pass it and it weighs as average '
                  '(missing_state_policy=%(policy)s).',
-                 {'host': host,
-                  'policy': CONF.gpu_scheduler.missing_state_policy})
+                 {'host': host, 'policy': policy})
 
 
 def log_spec_errors(ctx: RequestContext, who: str, errors: tuple) -> None:
     """One warning per filter per request for bad gpu: extra specs."""
-    if who in ctx.logged:
+    if who in ctx.spec_errors_logged:
         return
-    ctx.logged.add(who)
+    ctx.spec_errors_logged.add(who)
     LOG.warning('%(who)s rejects every host for this request: %(errors)s. '
                 'Fix the flavor\'s extra specs (nova-api validates gpu: '
                 'keys once gpu-nova-ext is installed there).',

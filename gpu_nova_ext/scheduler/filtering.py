@@ -12,52 +12,90 @@
 
 """The base of the GPU host filters (design doc: Scheduler plugins).
 
-Nova calls a filter's ``filter_all`` once per request (and per instance of
-a multi-create request) with the request's HostStates.  A GPU filter
-judges each GPU fact of its family once per request (the request's
-verdict memo, ``{fact: verdict}``): a host whose GPUs all pass is kept, a
-host whose GPUs all fail is dropped, and a host whose GPUs differ keeps
-the allocation candidates that draw from passing GPUs only.  Filters
-prune ``host_state.allocation_candidates`` as Nova's own filters do.
+Nova calls a filter's ``filter_all`` once per request (and per instance
+of a multi-create request).  A GPU filter judges each GPU fact of its
+family once per request (the request's verdict memo): a host whose GPUs
+all pass is kept, one whose GPUs all fail is dropped, and one whose GPUs
+differ keeps the allocation candidates that draw from passing GPUs only.
 """
+import dataclasses
+import threading
 from typing import Any
 
 from nova.scheduler import filters
 from nova.scheduler import utils as sched_utils
 from oslo_log import log as logging
 
-from gpu_nova_ext.scheduler import candidate_limit
 from gpu_nova_ext.scheduler import context as request_context
 from gpu_nova_ext.scheduler import request as gpu_request
 from gpu_nova_ext.state import cache as state_cache
 from gpu_nova_ext.state import records
 
 LOG = logging.getLogger(__name__)
-
-NONE = request_context.NONE
-MAYBE = request_context.MAYBE
+CONF = request_context.CONF
 
 
-def draws_gpu(record: records.HostRecord, host_state: Any) -> bool:
-    """True when any allocation candidate uses a GPU provider we know."""
-    by_provider = record.by_provider
-    for cand in host_state.allocation_candidates:
-        for rp in cand['allocations']:
-            if rp in by_provider:
-                return True
-    return False
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Verdict:
+    """A filter's judgement of one host's GPUs."""
+
+    passes: bool                       # at least one GPU passes
+    failing: frozenset = frozenset()   # providers of the GPUs that fail
+
+
+ALL_PASS = Verdict(passes=True)
+NONE_PASS = Verdict(passes=False)
+
+_limit_lock = threading.Lock()
+_limit_warned = False
+
+
+def check_candidate_limit(ctx: request_context.RequestContext,
+                          host_states: list) -> bool:
+    """Warn once per process when a GPU request's list hit Nova's limit.
+
+    Placement cuts it in an order that knows nothing of load.  A lower
+    bound: Nova's filters may have dropped hosts before ours.
+    """
+    global _limit_warned
+    weights = CONF.gpu_weights
+    if ctx.limit_checked or _limit_warned or not (
+            weights.packing_weight_multiplier
+            or weights.fragmentation_weight_multiplier):
+        return False
+    ctx.limit_checked = True
+    limit = CONF.scheduler.max_placement_results
+    count = sum(len(h.allocation_candidates or ()) for h in host_states)
+    with _limit_lock:
+        if count < limit or _limit_warned:
+            return False
+        _limit_warned = True
+    LOG.warning(
+        'Placement returned %(count)d allocation candidates for a GPU '
+        'request, Nova\'s limit [scheduler] max_placement_results='
+        '%(limit)d: the list was most likely cut, and the hosts a packing, '
+        'spreading or fragmentation-aware policy prefers may not be in it. '
+        'Set Placement\'s [placement] max_allocation_candidates with '
+        'allocation_candidates_generation_strategy = breadth-first and '
+        'raise max_placement_results to match (doc/source/tuning.rst); '
+        'with breadth-first and fewer hosts than that able to take the '
+        'request this is a false alarm. Logged once per process.',
+        {'count': count, 'limit': limit})
+    return True
+
+
+def reset_candidate_limit_warning() -> None:
+    """Forget that the candidate-limit warning was logged (tests)."""
+    global _limit_warned
+    with _limit_lock:
+        _limit_warned = False
 
 
 class GpuFilter(filters.BaseHostFilter, filters.CandidateFilterMixin):
-    """Base of the GPU filters.
+    """Base of the GPU filters (subclasses: filters.facts).
 
-    A subclass names the constraint it enforces for a request
-    (:meth:`constraint`, None when the request has none), the filter
-    family whose GPU facts it judges (``FAMILY``, a
-    ``gpu_nova_ext.state.records.FAMILY_*``) and judges one fact
-    (:meth:`fact_passes`).  Candidates that draw from no provider the
-    cache knows (legacy PCI passthrough) are judged by the host: kept when
-    any of its GPUs passes.
+    Candidates that draw from no provider the cache knows (legacy PCI
+    passthrough) are kept when any GPU of the host passes.
     """
 
     RUN_ON_REBUILD = False
@@ -91,32 +129,29 @@ class GpuFilter(filters.BaseHostFilter, filters.CandidateFilterMixin):
         if spec_obj is None or sched_utils.request_is_rebuild(spec_obj):
             return filter_obj_list
         ctx = request_context.request_context(spec_obj)
-        req = ctx.request
-        if req.kind == NONE:
+        if ctx.request.kind == request_context.NONE:
             return filter_obj_list
-        if candidate_limit.CTX_KEY not in ctx.extra:
-            filter_obj_list = list(filter_obj_list)
-            candidate_limit.check(ctx, filter_obj_list, request_context.CONF)
+        filter_obj_list = list(filter_obj_list)
+        check_candidate_limit(ctx, filter_obj_list)
         name = self.__class__.__name__
-        errors = req.errors_for(name)
+        errors = ctx.request.errors_for(name)
         if errors:
             request_context.log_spec_errors(ctx, name, errors)
             return []
         constraint = self.request_constraint(ctx)
         if constraint is None:
             return filter_obj_list
-        return self._filter(list(filter_obj_list), ctx, constraint, name)
+        return self._filter(filter_obj_list, ctx, constraint, name)
 
-    def _fact_groups(self, record: records.HostRecord):
+    def fact_groups(self, record: records.HostRecord):
         """(fact, GPU providers with that fact) pairs of a host."""
         return record.groups(self.FAMILY).items()
 
-    def _verdict(self, record: records.HostRecord, constraint: Any,
-                 memo: dict):
-        """True (all pass), False (all fail) or the failing providers."""
+    def verdict(self, record: records.HostRecord, constraint: Any,
+                memo: dict) -> Verdict:
         failing = []
         passing = False
-        for fact, providers in self._fact_groups(record):
+        for fact, providers in self.fact_groups(record):
             ok = memo.get(fact)
             if ok is None:
                 ok = memo[fact] = self.fact_passes(fact, constraint)
@@ -125,8 +160,49 @@ class GpuFilter(filters.BaseHostFilter, filters.CandidateFilterMixin):
             else:
                 failing.extend(providers)
         if not passing:
-            return False
-        return frozenset(failing) if failing else True
+            return NONE_PASS
+        return Verdict(passes=True, failing=frozenset(failing)) \
+            if failing else ALL_PASS
+
+    def _filter(self, host_states: list, ctx, constraint: Any,
+                name: str) -> list:
+        maybe = ctx.request.kind == request_context.MAYBE
+        memo = ctx.verdicts.setdefault(name, {})
+        passed = []
+        for host_state in host_states:
+            record = ctx.record(host_state)
+            if record is None:
+                if maybe or self._missing(ctx, host_state, name):
+                    passed.append(host_state)
+                continue
+            if maybe and not any(rp in record.by_provider for c in
+                                 host_state.allocation_candidates
+                                 for rp in c['allocations']):
+                # draws no GPU we know
+                passed.append(host_state)
+                continue
+            verdict = self.verdict(record, constraint, memo)
+            if verdict is ALL_PASS:
+                passed.append(host_state)
+            elif verdict.passes:
+                cands = host_state.allocation_candidates
+                keep = [c for c in cands
+                        if verdict.failing.isdisjoint(c['allocations'])]
+                if len(keep) != len(cands):
+                    host_state.allocation_candidates = keep
+                if keep or not cands:
+                    passed.append(host_state)
+                else:
+                    LOG.debug('%(filter)s: no allocation candidate of host '
+                              '%(host)s draws from a GPU that meets %(what)s',
+                              {'filter': name, 'host': host_state.host,
+                               'what': self.describe(constraint)})
+            else:
+                LOG.debug('%(filter)s: no GPU of host %(host)s meets '
+                          '%(what)s', {'filter': name,
+                                       'host': host_state.host,
+                                       'what': self.describe(constraint)})
+        return passed
 
     def _missing(self, ctx, host_state, name: str) -> bool:
         """Whether a host without live state passes."""
@@ -136,41 +212,3 @@ class GpuFilter(filters.BaseHostFilter, filters.CandidateFilterMixin):
                       {'filter': name, 'host': host_state.host})
             return False
         return True
-
-    def _filter(self, host_states: list, ctx, constraint: Any,
-                name: str) -> list:
-        maybe = ctx.request.kind == MAYBE
-        memo = ctx.verdict_memo(name)
-        passed = []
-        for host_state in host_states:
-            record = ctx.record(host_state)
-            if record is None:
-                if maybe or self._missing(ctx, host_state, name):
-                    passed.append(host_state)
-                continue
-            if maybe and not draws_gpu(record, host_state):
-                passed.append(host_state)
-                continue
-            verdict = self._verdict(record, constraint, memo)
-            if verdict is True:
-                passed.append(host_state)
-            elif verdict is False:
-                LOG.debug('%(filter)s: no GPU of host %(host)s meets '
-                          '%(what)s', {'filter': name,
-                                       'host': host_state.host,
-                                       'what': self.describe(constraint)})
-            else:
-                cands = host_state.allocation_candidates
-                keep = [c for c in cands
-                        if verdict.isdisjoint(c['allocations'])]
-                if keep or not cands:
-                    passed.append(host_state)
-                else:
-                    LOG.debug('%(filter)s: no allocation candidate of host '
-                              '%(host)s draws from a GPU that meets '
-                              '%(what)s', {'filter': name,
-                                           'host': host_state.host,
-                                           'what': self.describe(constraint)})
-                if len(keep) != len(cands):
-                    host_state.allocation_candidates = keep
-        return passed

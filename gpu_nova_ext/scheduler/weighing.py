@@ -12,14 +12,11 @@
 
 """The base of the GPU host weighers (design doc: Scheduler plugins).
 
-Nova calls each weigher's ``weigh_objects`` once per request with the
-weighed hosts, normalizes the raw values to [0, 1] and multiplies them by
-``weight_multiplier(host_state)``: here Nova's own
-``nova.scheduler.utils.get_weight_multiplier`` (aggregate metadata of the
-option's name overrides the ``[gpu_weights]`` option), as for Nova's
-weighers.  A host whose value is unknown (no live state) weighs as the
-mean of the known values.
+Nova normalizes each weigher's raw values to [0, 1] and multiplies them by
+``weight_multiplier``: ``get_weight_multiplier``, as for Nova's weighers.
+A host whose value is unknown (no live state) weighs as the known mean.
 """
+import dataclasses
 from typing import Any
 
 from nova.scheduler import utils as sched_utils
@@ -30,21 +27,31 @@ from gpu_nova_ext.state import cache as state_cache
 from gpu_nova_ext.state import records
 
 CONF = request_context.CONF
-NONE = request_context.NONE
-MAYBE = request_context.MAYBE
 
 
-def claim(record: records.HostRecord | None, host_state: Any) -> tuple:
-    """(record, GPUs, allocations, HostState) of the candidate Nova claims.
+@dataclasses.dataclass(slots=True, kw_only=True, eq=False)
+class Claim:
+    """What Nova claims on a host: its first allocation candidate."""
 
-    Nova claims a host's first allocation candidate (GpuCandidateOrderFilter
-    put the preferred GPU's there).  The GPUs are the GpuFacts of the
-    providers it draws from, in its order, and the allocations what it
-    draws from each (``{'resources': {...}}``).
-    """
+    host_state: Any
+    record: records.HostRecord | None
+    gpus: tuple = ()     # GpuFacts of the GPU providers it draws from
+    allocs: tuple = ()   # what it draws from each: {'resources': {...}}
+
+    def taken(self) -> dict[int, float]:
+        """GPU index -> GPU units claimed (several VFs of a GPU add up)."""
+        out: dict[int, float] = {}
+        for gpu, alloc in zip(self.gpus, self.allocs):
+            out[gpu.index] = out.get(gpu.index, 0.0) + (
+                gpu.unit_per_instance * max(alloc['resources'].values()))
+        return out
+
+
+def claim(record: records.HostRecord | None, host_state: Any) -> Claim:
+    """The Claim of a host's first allocation candidate."""
     cands = host_state.allocation_candidates
     if record is None or not cands:
-        return record, (), (), host_state
+        return Claim(host_state=host_state, record=record)
     get = record.by_provider.get
     gpus = []
     allocs = []
@@ -53,51 +60,44 @@ def claim(record: records.HostRecord | None, host_state: Any) -> tuple:
         if gpu is not None:
             gpus.append(gpu)
             allocs.append(alloc)
-    return record, gpus, allocs, host_state
+    return Claim(host_state=host_state, record=record, gpus=tuple(gpus),
+                 allocs=tuple(allocs))
 
 
-def _claims(weighed_obj_list, ctx) -> list:
+def _claims(weighed_obj_list, ctx) -> list[Claim]:
     """claim() per weighed host, shared by the weighers of one pass."""
-    if ctx.claims is not None and ctx.claims[0] is weighed_obj_list:
-        return ctx.claims[1]
+    if ctx.claims_of is weighed_obj_list:
+        return ctx.claims
     record = ctx.record
-    if ctx.request.kind == NONE:
+    if ctx.request.kind == request_context.NONE:
         # a non-GPU request draws no GPU: skip the candidates
-        out = [(record(w.obj), (), (), w.obj) for w in weighed_obj_list]
+        out = [Claim(host_state=w.obj, record=record(w.obj))
+               for w in weighed_obj_list]
     else:
         out = [claim(record(w.obj), w.obj) for w in weighed_obj_list]
-    ctx.claims = (weighed_obj_list, out)
+    ctx.claims, ctx.claims_of = out, weighed_obj_list
     return out
 
 
 class GpuWeigher(weights.BaseHostWeigher):
     """Base of the GPU weighers.
 
-    A subclass names its multiplier option (``OPTION`` in
-    ``[gpu_weights]``) and gives a raw value per host (:meth:`value`;
-    None when unknown).  ``FOR_GPU_REQUESTS`` False makes it weigh
-    non-GPU requests instead.
+    ``OPTION`` in ``[gpu_weights]`` and a raw :meth:`value` per host;
+    ``FOR_GPU_REQUESTS`` False weighs requests without GPUs instead.
     """
 
     OPTION = ''
     FOR_GPU_REQUESTS = True
-    # [gpu_weights] OPTION as the last pass read it (the same in every
-    # thread: the option's value)
-    _default = None
+    _default = None      # [gpu_weights] OPTION as the last pass read it
 
     def __init__(self):
         super().__init__()
         # the state listener lives as long as nova-scheduler's plugins
         state_cache.get_cache().listener.attach(self)
 
-    def value(self, record: records.HostRecord | None, gpus: list,
-              allocs: list, host_state: Any,
+    def value(self, claim: Claim,
               ctx: request_context.RequestContext) -> float | None:
-        """The raw weight of one host, None when unknown.
-
-        :param gpus: the GpuFacts the claimed candidate draws from.
-        :param allocs: what it draws from each (``{'resources': ...}``).
-        """
+        """The raw weight of one host, None when unknown."""
         raise NotImplementedError()
 
     def _weigh_object(self, host_state, weight_properties):
@@ -106,7 +106,7 @@ class GpuWeigher(weights.BaseHostWeigher):
 
     def applies(self, ctx: request_context.RequestContext) -> bool:
         if self.FOR_GPU_REQUESTS:
-            return ctx.request.kind != NONE
+            return ctx.request.kind != request_context.NONE
         return not ctx.request.is_gpu
 
     def weigh_objects(self, weighed_obj_list, weight_properties):
@@ -119,12 +119,11 @@ class GpuWeigher(weights.BaseHostWeigher):
             # not apply, or is off and no aggregate can turn it on
             return [0.0] * len(weighed_obj_list)
         value = self.value
-        resolved = _claims(weighed_obj_list, ctx)
         # a "maybe" request is a GPU request where the claim uses a GPU
-        gpu_only = self.FOR_GPU_REQUESTS and ctx.request.kind == MAYBE
-        raw = [None if gpu_only and not gpus
-               else value(record, gpus, allocs, host_state, ctx)
-               for record, gpus, allocs, host_state in resolved]
+        gpu_only = (self.FOR_GPU_REQUESTS
+                    and ctx.request.kind == request_context.MAYBE)
+        raw = [None if gpu_only and not c.gpus else value(c, ctx)
+               for c in _claims(weighed_obj_list, ctx)]
         known = [v for v in raw if v is not None]
         if len(known) == len(raw):
             return raw
@@ -136,8 +135,6 @@ class GpuWeigher(weights.BaseHostWeigher):
         if default is None:
             default = getattr(CONF.gpu_weights, self.OPTION)
         if not host_state.aggregates:
-            # what get_weight_multiplier() gives without aggregate
-            # metadata, without its per-host set and validation
-            return default
+            return default      # get_weight_multiplier()'s answer
         return sched_utils.get_weight_multiplier(host_state, self.OPTION,
                                                  default)

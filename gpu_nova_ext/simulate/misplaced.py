@@ -28,23 +28,20 @@ its host is configured with) decides; its health and reservations are
 state of the moment and are reported elsewhere (events, the reservations
 table).
 """
-from gpu_nova_ext.scheduler.filters import capability
-from gpu_nova_ext.scheduler.filters import memory
-from gpu_nova_ext.scheduler.filters import model
-from gpu_nova_ext.scheduler.filters import power_profile
+from gpu_nova_ext.scheduler.filters import facts
 from gpu_nova_ext.scheduler import request as gpu_request
 from gpu_nova_ext.state import records
 
 #: the filters whose rule says what a GPU must be for a request
-RULES = (model.GpuModelFilter, memory.GpuMemoryFilter,
-         capability.GpuCapabilityFilter, power_profile.GpuPowerProfileFilter)
+RULES = (facts.GpuModelFilter, facts.GpuMemoryFilter,
+         facts.GpuCapabilityFilter, facts.GpuPowerProfileFilter)
 
 #: misplaced servers named in the WARNING
 NAMED = 5
 
 
 def _fact(rule, gpu):
-    if isinstance(rule, power_profile.GpuPowerProfileFilter):
+    if isinstance(rule, facts.GpuPowerProfileFilter):
         # its fact is read per GPU, not from a family (see the filter)
         return gpu.source.get('power_profile')
     return gpu.fact(rule.FAMILY)

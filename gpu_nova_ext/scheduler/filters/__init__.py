@@ -10,14 +10,7 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""GPU host filters, one module each, loaded by nova-scheduler.
-
-nova.conf::
-
-    [filter_scheduler]
-    available_filters = nova.scheduler.filters.all_filters
-    available_filters = gpu_nova_ext.scheduler.filters.all_filters
-"""
+"""GPU host filters, loaded by nova-scheduler (doc/source/nova-config)."""
 from stevedore import extension
 
 from gpu_nova_ext import exception

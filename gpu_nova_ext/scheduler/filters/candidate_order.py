@@ -11,15 +11,14 @@
 # under the License.
 
 """GpuCandidateOrderFilter: choose the GPU inside each host."""
-from gpu_nova_ext.scheduler import context as request_context
 from gpu_nova_ext.scheduler import filtering
 from gpu_nova_ext.scheduler import fragmentation
+from gpu_nova_ext.scheduler import weighing
 from gpu_nova_ext.state import records
 
 _LAST = records.ORDER_LAST
 # how many of the best GPUs to look for before ranking every candidate
 _PROBES = 2
-FRAGMENTATION = 'fragmentation'
 
 
 def _sort(cands, ranks):
@@ -45,28 +44,18 @@ def _owner_first(ranks, best, mine):
 def _fragmentation_order(record, host_state, ctx):
     """(provider -> rank, providers best first) for ``fragmentation``.
 
-    A request that takes whole GPUs fragments a host the same whichever
-    free GPUs it takes: the ``pack`` order.  One that takes part of a GPU
-    (a vGPU) ranks each GPU by the host's fragmentation after taking its
-    share there (design doc: Fragmentation-aware placement), healthy GPUs
-    first, then as ``pack``.
+    Whole GPUs fragment a host the same whichever it takes: ``pack``.  A
+    vGPU ranks each GPU by the host's fragmentation after taking its share
+    there (design doc: Fragmentation-aware placement), then as ``pack``.
     """
     ranks, best = record.order('pack')
-    cands = host_state.allocation_candidates
-    get = record.by_provider.get
-    gpus, allocs = [], []
-    for rp, alloc in cands[0]['allocations'].items():
-        gpu = get(rp)
-        if gpu is not None:
-            gpus.append(gpu)
-            allocs.append(alloc)
-    if len(gpus) != 1:
+    claim = weighing.claim(record, host_state)
+    if len(claim.gpus) != 1:
         return ranks, best
-    share = fragmentation.taken(gpus, allocs)[gpus[0].index]
+    share = claim.taken()[claim.gpus[0].index]
     if share >= 1.0:
         return ranks, best
-    mix = fragmentation.request_mix(
-        ctx, request_context.CONF.gpu_scheduler, gpus, allocs)
+    mix = fragmentation.request_mix(ctx, claim)
     if not mix:
         return ranks, best
     free = fragmentation.gpu_free(record, host_state)
@@ -89,19 +78,11 @@ def _fragmentation_order(record, host_state, ctx):
 class GpuCandidateOrderFilter(filtering.GpuFilter):
     """Put the candidate of each host's preferred GPU first.
 
-    Rejects no host.  Nova claims a host's first allocation candidate, so
-    this filter moves to the front the first candidate (in Placement's
-    order) that uses the GPU which ``gpu:intra_host_policy`` (or
-    ``[gpu_scheduler] intra_host_policy``) prefers: ``pack`` (least free
-    capacity left), ``spread`` (most), ``coolest`` (most thermal headroom)
-    ``least_loaded`` (lowest utilization) or ``fragmentation`` (the GPU
-    whose use fragments the host least for the expected request mix, as
-    GpuFragmentationWeigher counts it); healthy GPUs before degraded
-    ones, those before unhealthy ones; the GPUs reserved for the
-    request's project (``openstack gpu reservation create``) before all
-    others.  The candidates of the first GPU or two in that order are
-    looked for; when none has a candidate, every candidate is ranked and
-    the list sorted.
+    Rejects no host.  Nova claims a host's first allocation candidate:
+    this moves to the front the first candidate that uses the GPU the
+    intra-host policy prefers (``request.POLICIES``), healthy GPUs first,
+    the GPUs reserved for the request's project before all.  The first
+    GPU or two are looked for; else every candidate is ranked.
     """
 
     RUN_ON_REBUILD = False
@@ -111,7 +92,7 @@ class GpuCandidateOrderFilter(filtering.GpuFilter):
         return True
 
     def _filter(self, host_states, ctx, constraint, name):
-        policy = ctx.policy
+        policy, by_record = ctx.policy, True
         for host_state in host_states:
             cands = host_state.allocation_candidates
             if len(cands) < 2:
@@ -119,10 +100,15 @@ class GpuCandidateOrderFilter(filtering.GpuFilter):
             record = ctx.record(host_state)
             if record is None:
                 continue
-            if policy == FRAGMENTATION:
+            if by_record:
+                try:
+                    ranks, best = record.order(policy)
+                except KeyError:
+                    # the one of request.POLICIES a record cannot order by
+                    # itself: fragmentation needs the request's mix
+                    by_record = False
+            if not by_record:
                 ranks, best = _fragmentation_order(record, host_state, ctx)
-            else:
-                ranks, best = record.order(policy)
             mine = record.facts.reserved_providers(ctx.project_id)
             if mine:
                 ranks, best = _owner_first(ranks, best, frozenset(mine))

@@ -10,14 +10,7 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""GPU host weighers, one module each, loaded by nova-scheduler.
-
-nova.conf::
-
-    [filter_scheduler]
-    weight_classes = nova.scheduler.weights.all_weighers,
-                     gpu_nova_ext.scheduler.weighers.all_weighers
-"""
+"""GPU host weighers, loaded by nova-scheduler (doc/source/nova-config)."""
 from gpu_nova_ext.scheduler import filters
 
 NAMESPACE = 'gpu_nova_ext.scheduler.weighers'

@@ -16,18 +16,13 @@ from nova.scheduler.filters import utils as filter_utils
 
 from gpu_nova_ext.scheduler import weighing
 
-#: aggregate metadata keys Nova's AggregateMultiTenancyIsolation filter
-#: reads (nova/scheduler/filters/aggregate_multitenancy_isolation.py: any
-#: key starting with it, comma-separated project ids)
+#: the aggregate metadata keys (any starting with it) Nova's
+#: AggregateMultiTenancyIsolation reads: comma-separated project ids
 TENANT_KEY = 'filter_tenant_id'
 
 
 def host_reserved_for(host_state, project: str) -> bool:
-    """True when an aggregate of the host keeps it for ``project``.
-
-    Nova's own reading of aggregate metadata
-    (``nova.scheduler.filters.utils.aggregate_metadata_get_by_host``).
-    """
+    """True when an aggregate of the host keeps it for ``project``."""
     if not host_state.aggregates:
         return False
     metadata = filter_utils.aggregate_metadata_get_by_host(host_state)
@@ -38,24 +33,18 @@ def host_reserved_for(host_state, project: str) -> bool:
 class GpuReservationWeigher(weighing.GpuWeigher):
     """Weigh up what is reserved for the request's project.
 
-    For GPU requests.  Raw value: 1 when the candidate Nova will claim on
-    the host draws from a GPU reserved for the request's project
-    (``CUSTOM_GPU_RESERVED_<project>``, sent by the agent as the GPU's
-    ``reserved_for``), or the host is in an aggregate whose
-    ``filter_tenant_id`` metadata names the project; 0 otherwise.  With
-    the positive ``[gpu_weights] reservation_weight_multiplier`` the
-    project's requests fill its reserved GPUs and hosts before shared
-    ones.  Other projects' requests never reach them (GpuReservationFilter,
-    AggregateMultiTenancyIsolation), so for them every host weighs 0.
+    Raw value: 1 when the claim draws from a GPU reserved for the
+    request's project (its ``reserved_for``), or an aggregate's
+    ``filter_tenant_id`` names the project; else 0.
     """
 
     OPTION = 'reservation_weight_multiplier'
 
-    def value(self, record, gpus, allocs, host_state, ctx):
+    def value(self, claim, ctx):
         project = ctx.project_id
         if not project:
             return 0.0
-        for gpu in gpus:
+        for gpu in claim.gpus:
             if gpu.reserved_for == project:
                 return 1.0
-        return 1.0 if host_reserved_for(host_state, project) else 0.0
+        return 1.0 if host_reserved_for(claim.host_state, project) else 0.0

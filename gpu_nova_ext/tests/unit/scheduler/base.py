@@ -19,6 +19,7 @@ import fixtures
 from oslo_config import fixture as config_fixture
 from oslotest import base
 
+from gpu_nova_ext.agent import payload as agent_payload
 from gpu_nova_ext.scheduler import context as sched_context
 from gpu_nova_ext.state import cache as state_cache
 from gpu_nova_ext.tests.unit.scheduler import nova_objects as no
@@ -43,10 +44,11 @@ class PluginTestCase(base.BaseTestCase):
             name='gpu_nova_ext', level=logging.DEBUG))
 
     def add_host(self, host, gpus, generated_at=None):
-        ok = self.cache.update(no.payload(
-            host, gpus, generated_at=self.now if generated_at is None
-            else generated_at))
-        self.assertTrue(ok)
+        """The host's agent casts its facts and metrics."""
+        state = no.payload(host, gpus, generated_at=self.now
+                           if generated_at is None else generated_at)
+        for message in agent_payload.Publisher().messages(state):
+            self.assertTrue(self.cache.update(message))
 
     def log_lines(self, text):
         return [line for line in self.log.output.splitlines()

@@ -11,8 +11,8 @@
 # under the License.
 
 """GpuEnergyWeigher, and power caps as the weighers see them."""
-from gpu_nova_ext.scheduler.weighers import energy
-from gpu_nova_ext.scheduler.weighers import power
+from gpu_nova_ext.scheduler.weighers import capability
+from gpu_nova_ext.scheduler.weighers import metric
 from gpu_nova_ext.tests.unit.scheduler import nova_objects as no
 from gpu_nova_ext.tests.unit.scheduler import test_weighers
 
@@ -41,7 +41,7 @@ class TestEnergyWeigher(test_weighers.WeigherTestCase):
         self.add_host('l4', [_gpu('l4', model='L4', limit=72.0, draw=40)])
 
     def test_off_by_default(self):
-        weighed = no.weigh([energy.GpuEnergyWeigher()],
+        weighed = no.weigh([capability.GpuEnergyWeigher()],
                            self.hosts(['a100', 'l4']),
                            no.request_spec(test_weighers.VGPU))
         self.assertEqual([0.0, 0.0], [w.weight for w in weighed])
@@ -49,7 +49,7 @@ class TestEnergyWeigher(test_weighers.WeigherTestCase):
     def test_least_energy_per_unit_of_work_first(self):
         self.flags(energy_weight_multiplier=1.0, group='gpu_weights')
         self.assertEqual(['l4', 'a100-capped', 'h100', 'a100'],
-                         self.ranking([energy.GpuEnergyWeigher()],
+                         self.ranking([capability.GpuEnergyWeigher()],
                                       self.hosts(['a100', 'a100-capped',
                                                   'h100', 'l4'])))
 
@@ -57,7 +57,7 @@ class TestEnergyWeigher(test_weighers.WeigherTestCase):
         self.flags(energy_weight_multiplier=1.0, group='gpu_weights')
         self.flags(capability_scores={'L4': '0.1'}, group='gpu_weights')
         self.assertEqual('l4', self.ranking(
-            [energy.GpuEnergyWeigher()], self.hosts(['a100', 'l4']))[-1])
+            [capability.GpuEnergyWeigher()], self.hosts(['a100', 'l4']))[-1])
 
 
 class TestCappedIsNotIdle(test_weighers.WeigherTestCase):
@@ -69,4 +69,4 @@ class TestCappedIsNotIdle(test_weighers.WeigherTestCase):
         self.add_host('capped', [_gpu('capped', limit=210.0)])
         self.flags(power_weight_multiplier=1.0, group='gpu_weights')
         self.assertEqual(['free', 'capped'], self.ranking(
-            [power.GpuPowerWeigher()], self.hosts(['capped', 'free'])))
+            [metric.GpuPowerWeigher()], self.hosts(['capped', 'free'])))

@@ -13,10 +13,7 @@
 """GPU filters on real Nova objects, through Nova's HostFilterHandler."""
 from gpu_nova_ext.scheduler import filters as gpu_filters
 from gpu_nova_ext.scheduler.filters import candidate_order
-from gpu_nova_ext.scheduler.filters import capability
-from gpu_nova_ext.scheduler.filters import health
-from gpu_nova_ext.scheduler.filters import memory
-from gpu_nova_ext.scheduler.filters import model
+from gpu_nova_ext.scheduler.filters import facts
 from gpu_nova_ext.tests.unit.scheduler import base
 from gpu_nova_ext.tests.unit.scheduler import nova_objects as no
 
@@ -73,7 +70,7 @@ class TestModelFilter(base.PluginTestCase):
     def _passes(self, specs):
         spec = no.request_spec(dict(VGPU, **specs))
         return sorted(h.host for h in no.run_filters(
-            [model.GpuModelFilter()], self._hosts(), spec))
+            [facts.GpuModelFilter()], self._hosts(), spec))
 
     def test_model_prefix_at_underscore_boundary(self):
         self.assertEqual(['a100', 'pt'], self._passes({'gpu:model': 'A100'}))
@@ -132,7 +129,7 @@ class TestMemoryFilter(base.PluginTestCase):
         hosts = [no.host_state(h, allocation_candidates=no.candidates(h, [0]))
                  for h in ('vgpu', 'pt', 'nonvml')]
         return sorted(h.host for h in no.run_filters(
-            [memory.GpuMemoryFilter()], hosts, spec))
+            [facts.GpuMemoryFilter()], hosts, spec))
 
     def test_units(self):
         self.assertEqual(['pt', 'vgpu'], self._passes('10240'))
@@ -172,7 +169,7 @@ class TestCapabilityFilter(base.PluginTestCase):
         hosts = [no.host_state(h, allocation_candidates=no.candidates(h, [0]))
                  for h in ('new', 'old', 'patch', 'unknown')]
         return sorted(h.host for h in no.run_filters(
-            [capability.GpuCapabilityFilter()], hosts, spec))
+            [facts.GpuCapabilityFilter()], hosts, spec))
 
     def test_cuda_cc(self):
         self.assertEqual(['new', 'patch'],
@@ -208,7 +205,7 @@ class TestHealthFilter(base.PluginTestCase):
         hosts = [no.host_state(h, allocation_candidates=no.candidates(h, [0]))
                  for h in ('ok', 'deg', 'bad')]
         return sorted(h.host for h in no.run_filters(
-            [health.GpuHealthFilter()], hosts, spec))
+            [facts.GpuHealthFilter()], hosts, spec))
 
     def test_default_is_healthy_only(self):
         self.assertEqual(['ok'], self._passes({}))
@@ -234,7 +231,7 @@ class TestEachRequestSeesNewState(base.PluginTestCase):
 
     def test_new_payload_and_staleness(self):
         self.add_host('h', [no.gpu_state('h', 0)])
-        f = health.GpuHealthFilter()
+        f = facts.GpuHealthFilter()
 
         def passes():
             host = no.host_state('h', allocation_candidates=no.candidates(
@@ -271,8 +268,8 @@ class TestMixedHostPruning(base.PluginTestCase):
         host = no.host_state('mixed', allocation_candidates=no.candidates(
             'mixed', range(4)))
         spec = no.request_spec(dict(VGPU, **{'gpu:model': 'A100'}))
-        out = no.run_filters([model.GpuModelFilter(),
-                              health.GpuHealthFilter()], [host], spec)
+        out = no.run_filters([facts.GpuModelFilter(),
+                              facts.GpuHealthFilter()], [host], spec)
         self.assertEqual([host], out)
         self.assertEqual([0], _cand_gpus(host))
 
@@ -281,7 +278,7 @@ class TestMixedHostPruning(base.PluginTestCase):
             'mixed', range(4)))
         spec = no.request_spec(dict(VGPU, **{'gpu:health': 'degraded_ok',
                                              'gpu:memory_min': '8GB'}))
-        no.run_filters([memory.GpuMemoryFilter(), health.GpuHealthFilter()],
+        no.run_filters([facts.GpuMemoryFilter(), facts.GpuHealthFilter()],
                        [host], spec)
         self.assertEqual([0, 3], _cand_gpus(host))
 
@@ -289,8 +286,8 @@ class TestMixedHostPruning(base.PluginTestCase):
         host = no.host_state('mixed', allocation_candidates=no.candidates(
             'mixed', [1, 2]))
         spec = no.request_spec(dict(VGPU, **{'gpu:model': 'A100'}))
-        out = no.run_filters([model.GpuModelFilter(),
-                              health.GpuHealthFilter()], [host], spec)
+        out = no.run_filters([facts.GpuModelFilter(),
+                              facts.GpuHealthFilter()], [host], spec)
         self.assertEqual([], out)
 
     def test_candidate_without_known_gpu_judged_by_host(self):
@@ -298,10 +295,10 @@ class TestMixedHostPruning(base.PluginTestCase):
         host = no.host_state(
             'mixed', allocation_candidates=no.plain_candidates('mixed', 2))
         spec = no.request_spec({'gpu:model': 'A100'})
-        self.assertEqual([host], no.run_filters([model.GpuModelFilter()],
+        self.assertEqual([host], no.run_filters([facts.GpuModelFilter()],
                                                 [host], spec))
         spec = no.request_spec({'gpu:model': 'H100'})
-        self.assertEqual([], no.run_filters([model.GpuModelFilter()],
+        self.assertEqual([], no.run_filters([facts.GpuModelFilter()],
                                             [host], spec))
 
 
@@ -320,8 +317,8 @@ class TestMissingState(base.PluginTestCase):
     def test_default_keeps_novas_behaviour_for_plain_gpu_requests(self):
         # issue 15.1: a plain resources:VGPU=1 flavor asks nothing of
         # gpu-nova-ext: a host without an agent still gets it
-        filters = [health.GpuHealthFilter(), model.GpuModelFilter(),
-                   memory.GpuMemoryFilter()]
+        filters = [facts.GpuHealthFilter(), facts.GpuModelFilter(),
+                   facts.GpuMemoryFilter()]
         self.assertEqual(['ghost', 'live'], self._run(filters))
         # a gpu: constraint, or health asked for explicitly: fail closed
         self.assertEqual(['live'], self._run(filters, {'gpu:model': 'A100'}))
@@ -331,30 +328,30 @@ class TestMissingState(base.PluginTestCase):
     def test_fail_all_policy_rejects_host_without_state(self):
         for policy in ('fail_all', 'fail'):
             self.flags(missing_state_policy=policy, group='gpu_scheduler')
-            self.assertEqual(['live'], self._run([health.GpuHealthFilter()]))
+            self.assertEqual(['live'], self._run([facts.GpuHealthFilter()]))
 
     def test_pass_policy(self):
         self.flags(missing_state_policy='pass', group='gpu_scheduler')
         self.assertEqual(['ghost', 'live'],
-                         self._run([health.GpuHealthFilter()]))
+                         self._run([facts.GpuHealthFilter()]))
 
     def test_no_hard_constraint_needs_no_state(self):
         self.assertEqual(['ghost', 'live'], self._run(
-            [health.GpuHealthFilter(), model.GpuModelFilter()],
+            [facts.GpuHealthFilter(), facts.GpuModelFilter()],
             {'gpu:health': 'any'}))
 
     def test_stale_state_counts_as_missing(self):
         self.now += 121  # default state_ttl 120 s
         healthy = {'gpu:health': 'healthy'}
-        self.assertEqual([], self._run([health.GpuHealthFilter()], healthy))
+        self.assertEqual([], self._run([facts.GpuHealthFilter()], healthy))
         self.add_host('live', [no.gpu_state('live', 0)],
                       generated_at=self.now)
-        self.assertEqual(['live'], self._run([health.GpuHealthFilter()],
+        self.assertEqual(['live'], self._run([facts.GpuHealthFilter()],
                                              healthy))
 
     def test_logged_once_per_host_per_ttl(self):
-        filters = [model.GpuModelFilter(), health.GpuHealthFilter(),
-                   memory.GpuMemoryFilter()]
+        filters = [facts.GpuModelFilter(), facts.GpuHealthFilter(),
+                   facts.GpuMemoryFilter()]
         specs = {'gpu:model': 'A100', 'gpu:memory_min': '1GB'}
         self._run(filters, specs)
         self._run(filters, specs)
@@ -407,7 +404,7 @@ class TestNonGpuRequest(base.PluginTestCase):
         nic_host = no.host_state('n', allocation_candidates=no.candidates(
             'n', [0], rc='CUSTOM_NVIDIA_471'))
         spec = no.request_spec({'resources:CUSTOM_NVIDIA_471': '1'})
-        out = no.run_filters([health.GpuHealthFilter()],
+        out = no.run_filters([facts.GpuHealthFilter()],
                              [gpu_host, nic_host], spec)
         self.assertEqual([nic_host], out)
 
@@ -416,7 +413,7 @@ class TestNonGpuRequest(base.PluginTestCase):
         host = no.host_state('h')
         spec = no.request_spec(VGPU, rebuild=True)
         self.assertEqual([host], no.run_filters(
-            [health.GpuHealthFilter()], [host], spec))
+            [facts.GpuHealthFilter()], [host], spec))
 
 
 class TestCandidateOrder(base.PluginTestCase):

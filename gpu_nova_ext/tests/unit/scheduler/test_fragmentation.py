@@ -16,11 +16,10 @@ GpuFragmentationWeigher, the ``fragmentation`` intra-host policy and the
 candidate-limit warning."""
 from nova.scheduler import weights as nova_weights
 
-from gpu_nova_ext.scheduler import candidate_limit
+from gpu_nova_ext.scheduler import filtering
 from gpu_nova_ext.scheduler.filters import candidate_order
 from gpu_nova_ext.scheduler import fragmentation
-from gpu_nova_ext.scheduler.weighers import fragmentation as frag_weigher
-from gpu_nova_ext.scheduler.weighers import packing
+from gpu_nova_ext.scheduler.weighers import capacity
 from gpu_nova_ext.tests.unit.scheduler import base
 from gpu_nova_ext.tests.unit.scheduler import nova_objects as no
 
@@ -88,8 +87,11 @@ class TestMixLearner(base.PluginTestCase):
             learner.learn(fragmentation.Shape(1.0, 4.0, 8192.0), 1.0)
         learner.learn(fragmentation.Shape(8.0, 64.0, 262144.0), 1.0)
         mix = learner.mix()
-        self.assertEqual(((0.75, 4.0, 8192.0, 1.0),
-                          (0.25, 64.0, 262144.0, 8.0)), mix.whole)
+        self.assertEqual(
+            (fragmentation.MixShape(prob=0.75, vcpus=4.0, ram_mb=8192.0,
+                                    units=1.0),
+             fragmentation.MixShape(prob=0.25, vcpus=64.0, ram_mb=262144.0,
+                                    units=8.0)), mix.whole)
         self.assertEqual((), mix.part)
 
     def test_decay_forgets_old_requests(self):
@@ -107,7 +109,7 @@ class TestMixLearner(base.PluginTestCase):
         for cpu in range(1, 10):
             learner.learn(fragmentation.Shape(1.0, float(cpu), 1.0), 0.9)
         self.assertEqual([7.0, 8.0, 9.0],
-                         [cpu for _, cpu, _, _ in learner.mix().whole])
+                         [s.vcpus for s in learner.mix().whole])
 
     def test_requests_without_gpu_are_not_learned(self):
         learner = fragmentation.MixLearner()
@@ -130,7 +132,7 @@ class WeigherCase(base.PluginTestCase):
                              for i in range(gpus)])
 
     def raw(self, hosts, spec):
-        return frag_weigher.GpuFragmentationWeigher().weigh_objects(
+        return capacity.GpuFragmentationWeigher().weigh_objects(
             [nova_weights.WeighedHost(h, 0.0) for h in hosts], spec)
 
     def ranking(self, weighers, hosts, spec):
@@ -152,9 +154,9 @@ class TestFragmentationWeigher(WeigherCase):
             no.host_state('five', allocation_candidates=[_claim('five', [3])])]
         spec = no.request_spec({'resources:%s' % RC: '1'})
         self.assertEqual('four', self.ranking(
-            [packing.GpuPackingWeigher()], hosts, spec)[0])
+            [capacity.GpuPackingWeigher()], hosts, spec)[0])
         self.assertEqual('five', self.ranking(
-            [frag_weigher.GpuFragmentationWeigher()], hosts, spec)[0])
+            [capacity.GpuFragmentationWeigher()], hosts, spec)[0])
         # four: 0 -> 3 stranded for the 4-GPU half; five: 0 -> 0
         self.assertEqual([-1.5, 0.0], self.raw(hosts, spec))
 
@@ -174,7 +176,7 @@ class TestFragmentationWeigher(WeigherCase):
         spec = no.request_spec({'resources:%s' % RC: '1'}, vcpus=4,
                                memory_mb=1024)
         self.assertEqual('tight', self.ranking(
-            [frag_weigher.GpuFragmentationWeigher()], hosts, spec)[0])
+            [capacity.GpuFragmentationWeigher()], hosts, spec)[0])
 
     def test_request_without_gpus_keeps_off_free_gpus(self):
         # a CPU-only server taking "idle"'s vCPUs would strand its GPUs
@@ -190,7 +192,7 @@ class TestFragmentationWeigher(WeigherCase):
         spec = no.request_spec({}, vcpus=24, memory_mb=1024)
         self.assertEqual([-2.0, 0.0], self.raw(hosts, spec))
         self.assertEqual('full', self.ranking(
-            [frag_weigher.GpuFragmentationWeigher()], hosts, spec)[0])
+            [capacity.GpuFragmentationWeigher()], hosts, spec)[0])
 
     def test_learns_the_mix_from_requests(self):
         # nothing configured: the first request is all the process knows
@@ -203,8 +205,9 @@ class TestFragmentationWeigher(WeigherCase):
         # a 4-GPU mix: "four" is left empty (nothing stranded), "five"
         # keeps 1 GPU no 4-GPU server can use
         self.assertEqual([0.0, -1.0], self.raw(hosts, spec))
-        self.assertEqual(((1.0, 4.0, 8192.0, 4.0),),
-                         self.learner.mix().whole)
+        self.assertEqual((fragmentation.MixShape(
+            prob=1.0, vcpus=4.0, ram_mb=8192.0, units=4.0),),
+            self.learner.mix().whole)
         # the same request object is learned once
         self.raw(hosts, spec)
         self.assertEqual(1, len(self.learner.mix().whole))
@@ -281,8 +284,8 @@ class TestCandidateLimitWarning(base.PluginTestCase):
 
     def setUp(self):
         super().setUp()
-        candidate_limit.reset()
-        self.addCleanup(candidate_limit.reset)
+        filtering.reset_candidate_limit_warning()
+        self.addCleanup(filtering.reset_candidate_limit_warning)
         self.flags(max_placement_results=4, group='scheduler')
         for h in ('a', 'b'):
             self.add_host(h, [no.gpu_state(h, i) for i in range(2)])

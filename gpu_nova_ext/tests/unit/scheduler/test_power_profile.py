@@ -14,7 +14,7 @@
 from nova import exception as nova_exception
 
 from gpu_nova_ext.api import extra_specs
-from gpu_nova_ext.scheduler.filters import power_profile
+from gpu_nova_ext.scheduler.filters import facts
 from gpu_nova_ext.scheduler import request
 from gpu_nova_ext.tests.unit.scheduler import base
 from gpu_nova_ext.tests.unit.scheduler import nova_objects as no
@@ -46,7 +46,7 @@ class TestPowerProfileFilter(base.PluginTestCase):
             for h in ('eff', 'max', 'none', 'mixed')]
         spec = no.request_spec(dict(VGPU, **specs))
         return {h.host: h for h in no.run_filters(
-            [power_profile.GpuPowerProfileFilter()], hosts, spec)}
+            [facts.GpuPowerProfileFilter()], hosts, spec)}
 
     def test_only_gpus_under_the_profile(self):
         passed = self._run({'gpu:power_profile': 'efficiency'})

@@ -15,7 +15,7 @@ GPU first (GpuCandidateOrderFilter), GpuReservationWeigher."""
 from nova.scheduler import weights as nova_weights
 
 from gpu_nova_ext.scheduler.filters import candidate_order
-from gpu_nova_ext.scheduler.filters import reservation as rfilter
+from gpu_nova_ext.scheduler.filters import facts
 from gpu_nova_ext.scheduler import weighers as gpu_weighers
 from gpu_nova_ext.scheduler.weighers import reservation as rweigher
 from gpu_nova_ext.tests.unit.scheduler import base
@@ -54,7 +54,7 @@ class TestReservationFilter(base.PluginTestCase):
                                 ('free', [0]))]
 
     def _run(self, project, specs=VGPU):
-        hosts = no.run_filters([rfilter.GpuReservationFilter()],
+        hosts = no.run_filters([facts.GpuReservationFilter()],
                                self._hosts(), no.request_spec(
                                    specs, project_id=project))
         return {h.host: _gpus_of(h) for h in hosts}
@@ -75,7 +75,7 @@ class TestReservationFilter(base.PluginTestCase):
     def test_non_gpu_request_untouched(self):
         hosts = [no.host_state('kept', allocation_candidates=no.
                                plain_candidates('kept'))]
-        passed = no.run_filters([rfilter.GpuReservationFilter()], hosts,
+        passed = no.run_filters([facts.GpuReservationFilter()], hosts,
                                 no.request_spec({}, project_id=OTHER))
         self.assertEqual(['kept'], [h.host for h in passed])
 
@@ -84,13 +84,13 @@ class TestReservationFilter(base.PluginTestCase):
                                candidates('nostate', [0]))]
         spec = no.request_spec(VGPU, project_id=OTHER)
         self.assertEqual(1, len(no.run_filters(
-            [rfilter.GpuReservationFilter()], hosts, spec)))
+            [facts.GpuReservationFilter()], hosts, spec)))
         self.flags(missing_state_policy='fail_all', group='gpu_scheduler')
         hosts = [no.host_state('nostate', allocation_candidates=no.
                                candidates('nostate', [0]))]
         spec = no.request_spec(VGPU, project_id=OTHER)
         self.assertEqual([], no.run_filters(
-            [rfilter.GpuReservationFilter()], hosts, spec))
+            [facts.GpuReservationFilter()], hosts, spec))
 
     def test_owner_gets_its_reserved_gpu_first(self):
         # pack would choose GPU 1 (less free); the owner's GPU 0 goes first
@@ -101,7 +101,7 @@ class TestReservationFilter(base.PluginTestCase):
 
         def first(project):
             [host] = no.run_filters(
-                [rfilter.GpuReservationFilter(), order],
+                [facts.GpuReservationFilter(), order],
                 [no.host_state('mixed', allocation_candidates=no.candidates(
                     'mixed', [1, 0]))],
                 no.request_spec(VGPU, project_id=project))

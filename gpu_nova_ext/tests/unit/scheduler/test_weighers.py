@@ -15,12 +15,9 @@ from nova.scheduler import weights as nova_weights
 
 from gpu_nova_ext.scheduler.filters import candidate_order
 from gpu_nova_ext.scheduler import weighers as gpu_weighers
-from gpu_nova_ext.scheduler.weighers import avoidance
 from gpu_nova_ext.scheduler.weighers import capability
-from gpu_nova_ext.scheduler.weighers import packing
-from gpu_nova_ext.scheduler.weighers import power
-from gpu_nova_ext.scheduler.weighers import thermal
-from gpu_nova_ext.scheduler.weighers import utilization
+from gpu_nova_ext.scheduler.weighers import capacity
+from gpu_nova_ext.scheduler.weighers import metric
 from gpu_nova_ext.tests.unit.scheduler import base
 from gpu_nova_ext.tests.unit.scheduler import nova_objects as no
 
@@ -62,13 +59,13 @@ class TestPacking(WeigherTestCase):
 
     def test_binpack_by_default(self):
         self.assertEqual(['busy', 'half', 'empty'], self.ranking(
-            [packing.GpuPackingWeigher()],
+            [capacity.GpuPackingWeigher()],
             self.hosts(['empty', 'half', 'busy'])))
 
     def test_spread_with_positive_multiplier(self):
         self.flags(packing_weight_multiplier=1.0, group='gpu_weights')
         self.assertEqual(['empty', 'half', 'busy'], self.ranking(
-            [packing.GpuPackingWeigher()],
+            [capacity.GpuPackingWeigher()],
             self.hosts(['busy', 'half', 'empty'])))
 
     def test_gpu_policy_beats_nova_spreading(self):
@@ -92,7 +89,7 @@ class TestPacking(WeigherTestCase):
                                allocation_candidates=no.candidates(h, [0]))
                  for h in ('busy', 'half', 'empty')]
         self.assertEqual(['empty', 'half', 'busy'], self.ranking(
-            [packing.GpuPackingWeigher()], hosts))
+            [capacity.GpuPackingWeigher()], hosts))
 
     def test_aggregate_override_on_some_hosts(self):
         # "empty" is in an aggregate that spreads: it wins there, while
@@ -104,7 +101,7 @@ class TestPacking(WeigherTestCase):
                                    allocation_candidates=no.candidates(
                                        'empty', [0])))
         self.assertEqual(['empty', 'busy', 'half'], self.ranking(
-            [packing.GpuPackingWeigher()], hosts))
+            [capacity.GpuPackingWeigher()], hosts))
 
     def test_passthrough_use_seen_in_candidates(self):
         # two hosts with two passthrough GPUs each; on "one" GPU 1 is in
@@ -119,8 +116,8 @@ class TestPacking(WeigherTestCase):
                 'one', [0], rc='CUSTOM_GPU_A100'))]
         spec = {'resources:CUSTOM_GPU_A100': '1'}
         self.assertEqual('one', self.ranking(
-            [packing.GpuPackingWeigher()], hosts, spec)[0])
-        raw = packing.GpuPackingWeigher().weigh_objects(
+            [capacity.GpuPackingWeigher()], hosts, spec)[0])
+        raw = capacity.GpuPackingWeigher().weigh_objects(
             [nova_weights.WeighedHost(h, 0.0) for h in hosts],
             no.request_spec(spec))
         self.assertEqual([1.0, 0.0], raw)
@@ -138,7 +135,7 @@ class TestPacking(WeigherTestCase):
                                for i in range(3)] + [
             no.gpu_state('sick', 3)])
         self.assertEqual('sick', self.ranking(
-            [packing.GpuPackingWeigher()],
+            [capacity.GpuPackingWeigher()],
             self.hosts(['busy', 'sick', 'half']))[0])
 
     def test_claim_through_two_vfs_of_one_gpu(self):
@@ -154,20 +151,20 @@ class TestPacking(WeigherTestCase):
             vfs[0]: {'resources': {'VGPU': 1}},
             vfs[1]: {'resources': {'VGPU': 1}}}}
         host = no.host_state('vf', allocation_candidates=[claim])
-        raw = packing.GpuPackingWeigher().weigh_objects(
+        raw = capacity.GpuPackingWeigher().weigh_objects(
             [nova_weights.WeighedHost(host, 0.0)],
             no.request_spec({'resources:VGPU': '2'}))
         # 3/4 free before, 2/4 taken by the claim
         self.assertEqual([0.25], raw)
         # a claim bigger than what is free never counts below zero
         claim['allocations'][vfs[2]] = {'resources': {'VGPU': 2}}
-        raw = packing.GpuPackingWeigher().weigh_objects(
+        raw = capacity.GpuPackingWeigher().weigh_objects(
             [nova_weights.WeighedHost(host, 0.0)],
             no.request_spec({'resources:VGPU': '4'}))
         self.assertEqual([0.0], raw)
 
     def test_host_without_state_weighs_as_average(self):
-        weigher = packing.GpuPackingWeigher()
+        weigher = capacity.GpuPackingWeigher()
         hosts = self.hosts(['busy', 'ghost', 'empty'])
         spec = no.request_spec(VGPU)
         raw = weigher.weigh_objects(
@@ -186,7 +183,7 @@ class TestClaimedCandidate(WeigherTestCase):
         self.add_host('other', [no.gpu_state('other', 0, utilization=50)])
 
     def _raw(self, host, spec):
-        weigher = utilization.GpuUtilizationWeigher()
+        weigher = metric.GpuUtilizationWeigher()
         other = no.host_state('other', allocation_candidates=no.candidates(
             'other', [0]))
         return weigher.weigh_objects(
@@ -227,7 +224,7 @@ class TestMetricWeighers(WeigherTestCase):
 
     def test_utilization(self):
         self.assertEqual(['idle', 'cool', 'hot'], self.ranking(
-            [utilization.GpuUtilizationWeigher()],
+            [metric.GpuUtilizationWeigher()],
             self.hosts(['hot', 'cool', 'idle'])))
 
     def test_one_host_at_a_time(self):
@@ -235,9 +232,9 @@ class TestMetricWeighers(WeigherTestCase):
         # the raw value weigh_objects() gives for it
         spec = no.request_spec(VGPU)
         for weigher, host, raw in (
-                (utilization.GpuUtilizationWeigher(), 'hot', 1.0 - 0.9),
-                (thermal.GpuThermalWeigher(), 'cool', 87 - 35),
-                (power.GpuPowerWeigher(), 'idle', None)):
+                (metric.GpuUtilizationWeigher(), 'hot', 1.0 - 0.9),
+                (metric.GpuThermalWeigher(), 'cool', 87 - 35),
+                (metric.GpuPowerWeigher(), 'idle', None)):
             host_state = self.hosts([host])[0]
             got = weigher._weigh_object(host_state, spec)
             if raw is None:       # power: off by default, weighs nothing
@@ -247,17 +244,17 @@ class TestMetricWeighers(WeigherTestCase):
 
     def test_thermal(self):
         self.assertEqual(['cool', 'idle', 'hot'], self.ranking(
-            [thermal.GpuThermalWeigher()],
+            [metric.GpuThermalWeigher()],
             self.hosts(['hot', 'idle', 'cool'])))
 
     def test_power_off_by_default_then_on(self):
         hosts = self.hosts(['hot', 'cool', 'idle'])
-        weighed = no.weigh([power.GpuPowerWeigher()], hosts,
+        weighed = no.weigh([metric.GpuPowerWeigher()], hosts,
                            no.request_spec(VGPU))
         self.assertEqual([0.0, 0.0, 0.0], [w.weight for w in weighed])
         self.flags(power_weight_multiplier=1.0, group='gpu_weights')
         self.assertEqual(['idle', 'cool', 'hot'], self.ranking(
-            [power.GpuPowerWeigher()], self.hosts(['hot', 'cool', 'idle'])))
+            [metric.GpuPowerWeigher()], self.hosts(['hot', 'cool', 'idle'])))
 
     def test_capability_table_and_override(self):
         self.flags(capability_weight_multiplier=1.0, group='gpu_weights')
@@ -271,11 +268,11 @@ class TestMetricWeighers(WeigherTestCase):
             self.hosts(['hot', 'idle', 'cool']))[-1])
 
     def test_capability_longest_prefix(self):
-        self.assertEqual(10.0, capability.score('H100_SXM5_80GB', {}))
-        self.assertEqual(7.5, capability.score('H100_PCIE', {}))
-        self.assertEqual(1.2, capability.score('L4', {}))
-        self.assertEqual(3.7, capability.score('L40S', {}))
-        self.assertIsNone(capability.score('A1000', {}))
+        self.assertEqual(10.0, capability.score('H100_SXM5_80GB'))
+        self.assertEqual(7.5, capability.score('H100_PCIE'))
+        self.assertEqual(1.2, capability.score('L4'))
+        self.assertEqual(3.7, capability.score('L40S'))
+        self.assertIsNone(capability.score('A1000'))
 
     def test_weighs_the_gpu_of_the_claimed_candidate(self):
         self.add_host('two', [no.gpu_state('two', 0, utilization=95),
@@ -283,12 +280,12 @@ class TestMetricWeighers(WeigherTestCase):
         first = no.host_state('two', allocation_candidates=no.candidates(
             'two', [0, 1]))
         self.assertEqual('cool', self.ranking(
-            [utilization.GpuUtilizationWeigher()],
+            [metric.GpuUtilizationWeigher()],
             [first] + self.hosts(['cool']))[0])
         second = no.host_state('two', allocation_candidates=no.candidates(
             'two', [1, 0]))
         self.assertEqual('two', self.ranking(
-            [utilization.GpuUtilizationWeigher()],
+            [metric.GpuUtilizationWeigher()],
             [second] + self.hosts(['cool']))[0])
 
 
@@ -305,7 +302,7 @@ class TestAvoidance(WeigherTestCase):
             h)) for h in ('gpu', 'used', 'cpu')]
 
     def test_non_gpu_request_avoids_idle_gpus(self):
-        ranking = self.ranking([avoidance.GpuHostAvoidanceWeigher()],
+        ranking = self.ranking([capacity.GpuHostAvoidanceWeigher()],
                                self._plain_hosts(), {})
         self.assertEqual('gpu', ranking[-1])
 
@@ -324,7 +321,7 @@ class TestAvoidance(WeigherTestCase):
     def test_gpu_request_not_affected(self):
         hosts = [no.host_state(h, allocation_candidates=no.candidates(h, [0]))
                  for h in ('gpu', 'used')]
-        weighed = no.weigh([avoidance.GpuHostAvoidanceWeigher()], hosts,
+        weighed = no.weigh([capacity.GpuHostAvoidanceWeigher()], hosts,
                            no.request_spec(VGPU))
         self.assertEqual([0.0, 0.0], [w.weight for w in weighed])
 
@@ -337,7 +334,7 @@ class TestNonGpuRequestWeights(WeigherTestCase):
         hosts = [no.host_state(h, allocation_candidates=no.plain_candidates(
             h)) for h in ('a', 'b')]
         weighers = [c() for c in gpu_weighers.all_weighers()
-                    if c is not avoidance.GpuHostAvoidanceWeigher]
+                    if c is not capacity.GpuHostAvoidanceWeigher]
         weighed = no.weigh(weighers, hosts, no.request_spec({}))
         self.assertEqual([0.0, 0.0], [w.weight for w in weighed])
 
@@ -348,7 +345,7 @@ class TestNonGpuRequestWeights(WeigherTestCase):
                                          available=1)])
         self.add_host('b', [no.gpu_state('b', 0, utilization=0)])
         weighers = [c() for c in gpu_weighers.all_weighers()
-                    if c is not avoidance.GpuHostAvoidanceWeigher]
+                    if c is not capacity.GpuHostAvoidanceWeigher]
         gpu_hosts = [no.host_state(h, allocation_candidates=no.candidates(
             h, [0])) for h in ('a', 'b')]
         weighed = no.weigh(weighers, gpu_hosts, no.request_spec(VGPU))

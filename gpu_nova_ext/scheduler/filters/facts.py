@@ -1,0 +1,191 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The GPU filters that judge one fact of each GPU.
+
+Each gives a request's constraint (None: none), the family of GPU facts
+it judges (``records.FAMILY_*``) and whether one fact passes.
+"""
+import dataclasses
+
+from gpu_nova_ext import naming
+from gpu_nova_ext.scheduler import filtering
+from gpu_nova_ext.scheduler import request
+from gpu_nova_ext.state import records
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ModelConstraint:
+    """What a request asks of a GPU's model (empty: anything)."""
+
+    models: tuple[str, ...]
+    vendor: str | None
+    mode: str | None
+    vgpu_types: frozenset | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class CapabilityConstraint:
+    """The least CUDA capability and driver a request takes (None: any)."""
+
+    cuda_cc: tuple[int, ...] | None
+    driver: tuple[int, ...] | None
+
+
+def _version(version):
+    return '.'.join(str(p) for p in version) if version else 'any'
+
+
+class GpuModelFilter(filtering.GpuFilter):
+    """Enforce gpu:model, gpu:vendor, gpu:mode and gpu:vgpu_type.
+
+    ``A100`` matches ``A100_80GB_PCIE``, not ``A1000``; ``T4`` matches
+    ``TESLA_T4``.  Unknown ``gpu:`` keys reject the request's hosts.
+    """
+
+    RUN_ON_REBUILD = False
+    FAMILY = records.FAMILY_MODEL
+
+    def constraint(self, req):
+        if not (req.models or req.vendor or req.mode or req.vgpu_types):
+            return None
+        return ModelConstraint(models=req.models, vendor=req.vendor,
+                               mode=req.mode, vgpu_types=req.vgpu_types)
+
+    def describe(self, constraint):
+        return 'model %s, vendor %s, mode %s, vGPU type %s' % (
+            ','.join(constraint.models) or 'any', constraint.vendor or 'any',
+            constraint.mode or 'any',
+            ','.join(sorted(constraint.vgpu_types or ())) or 'any')
+
+    def fact_passes(self, fact, constraint):
+        # fact: records.GpuFacts.fact(FAMILY_MODEL)
+        vendor, model, mode, vgpu_types = fact
+        if constraint.vendor and vendor != constraint.vendor:
+            return False
+        if constraint.models and not (model and any(
+                naming.normalized_model_matches(m, model)
+                for m in constraint.models)):
+            return False
+        if constraint.mode == naming.MODE_VGPU:
+            if mode not in records.VGPU_MODES:
+                return False
+        elif constraint.mode and mode != constraint.mode:
+            return False
+        return not (constraint.vgpu_types
+                    and constraint.vgpu_types.isdisjoint(vgpu_types))
+
+
+class GpuMemoryFilter(filtering.GpuFilter):
+    """Keep GPUs with ``gpu:memory_min`` (a vGPU's: its framebuffer)."""
+
+    RUN_ON_REBUILD = False
+    FAMILY = records.FAMILY_MEMORY
+
+    def constraint(self, req):
+        return req.memory_min_mib
+
+    def describe(self, constraint):
+        return 'memory >= %d MiB' % constraint
+
+    def fact_passes(self, fact, constraint):
+        return fact is not None and fact >= constraint
+
+
+class GpuCapabilityFilter(filtering.GpuFilter):
+    """Enforce gpu:cuda_cc_min and gpu:driver_min (part by part)."""
+
+    RUN_ON_REBUILD = False
+    FAMILY = records.FAMILY_CAPABILITY
+
+    def constraint(self, req):
+        if req.cuda_cc_min is None and req.driver_min is None:
+            return None
+        return CapabilityConstraint(cuda_cc=req.cuda_cc_min,
+                                    driver=req.driver_min)
+
+    def describe(self, constraint):
+        return 'CUDA compute capability >= %s, driver >= %s' % (
+            _version(constraint.cuda_cc), _version(constraint.driver))
+
+    def fact_passes(self, fact, constraint):
+        # fact: records.GpuFacts.fact(FAMILY_CAPABILITY)
+        for have, need in zip(fact, (constraint.cuda_cc, constraint.driver)):
+            if need is not None and (have is None or have < need):
+                return False
+        return True
+
+
+class GpuHealthFilter(filtering.GpuFilter):
+    """Keep GPUs healthy enough: ``gpu:health`` (default ``healthy``)."""
+
+    RUN_ON_REBUILD = False
+    FAMILY = records.FAMILY_HEALTH
+
+    def constraint(self, req):
+        max_rank = request.HEALTH_MAX_RANK[req.health]
+        return None if max_rank >= 2 else max_rank
+
+    def describe(self, constraint):
+        return 'health %s' % ('healthy' if constraint == 0
+                              else 'healthy or degraded')
+
+    def fact_passes(self, fact, constraint):
+        # fact: the GPU's health rank (0 healthy, 1 degraded, 2 unhealthy)
+        return fact <= constraint
+
+
+class GpuPowerProfileFilter(filtering.GpuFilter):
+    """Keep GPUs under the power profile their agent applied."""
+
+    RUN_ON_REBUILD = False
+
+    def constraint(self, req):
+        return req.power_profile
+
+    def describe(self, constraint):
+        return 'power profile %s' % constraint
+
+    def fact_passes(self, fact, constraint):
+        return fact == constraint
+
+    def fact_groups(self, record):
+        # a fact no other filter judges: read per GPU, not as a family
+        return ((gpu.source.get('power_profile'), gpu.provider_uuids)
+                for gpu in record.gpus)
+
+
+class GpuReservationFilter(filtering.GpuFilter):
+    """Keep the GPUs reserved for another project out of a request.
+
+    Design doc: Reservations.  For every GPU request this drops the
+    candidates that draw from a GPU reserved (``reserved_for``) for a
+    project other than the request's.
+    """
+
+    RUN_ON_REBUILD = False
+    FAMILY = records.FAMILY_RESERVATION
+
+    def constraint(self, req):
+        return ''
+
+    def request_constraint(self, ctx):
+        # every GPU request, constrained or not; '': no project
+        return ctx.project_id or ''
+
+    def describe(self, constraint):
+        return 'a GPU not reserved for another project than %s' % (
+            constraint or '(no project)')
+
+    def fact_passes(self, fact, constraint):
+        # fact: the project the GPU is reserved for, None when it is not
+        return fact is None or fact == constraint

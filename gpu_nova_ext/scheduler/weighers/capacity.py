@@ -1,0 +1,86 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The weighers of a host's free GPU capacity: GpuPackingWeigher and
+GpuFragmentationWeigher for GPU requests, GpuHostAvoidanceWeigher for
+requests without GPUs."""
+from gpu_nova_ext.scheduler import fragmentation
+from gpu_nova_ext.scheduler import weighing
+
+
+class GpuPackingWeigher(weighing.GpuWeigher):
+    """Binpack (or spread) GPU servers over hosts.
+
+    Raw value: the host's free GPU capacity (GPU equivalents: 3 of 8
+    vGPUs free is 0.375; unhealthy GPUs 0) minus what the claim takes.
+    Negative multipliers binpack, positive spread.
+    """
+
+    OPTION = 'packing_weight_multiplier'
+
+    def value(self, claim, ctx):
+        record = claim.record
+        if record is None:
+            return None
+        if not claim.gpus:
+            return record.free_units
+        free = fragmentation.gpu_free(record, claim.host_state)
+        return sum(free) - sum(min(units, record.free[index])
+                               for index, units in claim.taken().items())
+
+
+class GpuHostAvoidanceWeigher(weighing.GpuWeigher):
+    """Weigh hosts with idle GPUs down for requests without GPUs.
+
+    Raw value: minus the host's idle GPUs, so that a CPU-only server
+    leaves the CPU and RAM those GPUs' servers need.
+    """
+
+    OPTION = 'avoidance_weight_multiplier'
+    FOR_GPU_REQUESTS = False
+
+    def value(self, claim, ctx):
+        if claim.record is None or claim.gpus:
+            # no GPUs known, or (a "maybe" request) it does use a GPU here
+            return 0.0
+        return -float(claim.record.idle_gpus)
+
+
+class GpuFragmentationWeigher(weighing.GpuWeigher):
+    """Place each request where it least fragments the cloud's GPUs.
+
+    Design doc: Fragmentation-aware placement.  Raw value: the host's
+    fragmentation before the request minus after it (the claim's GPUs,
+    the flavor's vCPUs and RAM taken).  Requests without GPUs too: they
+    can strand GPUs by taking CPU or RAM.
+    """
+
+    OPTION = 'fragmentation_weight_multiplier'
+
+    def applies(self, ctx) -> bool:
+        return True
+
+    def value(self, claim, ctx):
+        record = claim.record
+        if record is None:
+            return None
+        mix = fragmentation.request_mix(ctx, claim)
+        if not mix:
+            return 0.0
+        free = fragmentation.gpu_free(record, claim.host_state)
+        vcpus, ram = fragmentation.free_cpu_ram(claim.host_state)
+        before = fragmentation.fragmentation(free, vcpus, ram, mix)
+        for index, units in claim.taken().items():
+            free[index] = max(0.0, free[index] - units)
+        cpu, mem = fragmentation.flavor_cpu_ram(ctx)
+        return before - fragmentation.fragmentation(
+            free, vcpus - cpu, ram - mem, mix)
