@@ -12,7 +12,8 @@
 
 """A scenario's option keys: nova_conf:, agent_conf:, placement_conf:.
 
-``nova_conf:`` is checked for shape here and against Nova's options by
+``nova_conf:`` is checked for shape by the scenario schema and against
+Nova's options by
 :mod:`gpu_nova_ext.simulate.nova_config` (that needs Nova).  ``agent_conf:``
 sets options of every host's gpu-nova-agent: the ``[health]`` group (the
 health judge's hysteresis, XID lists, pins) and ``[agent]
@@ -36,28 +37,24 @@ from oslo_config import cfg
 
 from gpu_nova_ext import conf as gconf
 from gpu_nova_ext.operator import scale_settings
-from gpu_nova_ext.simulate import checks
+from gpu_nova_ext.simulate import schema
 
-#: group -> options a scenario may set (None: every option of the group)
+#: group -> options a scenario may set (None: every option of the group);
+#: the scenario schema reads the groups
 AGENT_OPTIONS: dict[str, tuple[str, ...] | None] = {
     'health': None,
     'agent': ('report_interval', 'metrics_interval'),
 }
 
 
-def nova_conf(check: checks.Checker, value: Any) -> dict[str, dict[str, Any]]:
-    value = check.mapping(value, 'nova_conf')
-    out = {}
-    for group, opts in value.items():
-        entry = 'nova_conf.%s' % group
-        opts = check.mapping(opts, entry)
-        check.finite_values(opts, entry)
-        out[str(group)] = {str(k): v for k, v in opts.items()}
-    return out
+def nova_conf(value: dict) -> dict[str, dict[str, Any]]:
+    """``nova_conf:`` (its shape checked by the scenario schema)."""
+    return {str(group): {str(k): v for k, v in (opts or {}).items()}
+            for group, opts in value.items()}
 
 
 #: Placement option groups a scenario may set (database, auth and the API
-#: are the simulator's)
+#: are the simulator's; the scenario schema reads them)
 PLACEMENT_GROUPS = ('placement', 'workarounds')
 #: ``placement_conf: stock``: Placement's and Nova's stock defaults
 STOCK = 'stock'
@@ -79,25 +76,21 @@ def recommended(hosts: int) -> dict[tuple[str, str], Any]:
     return out
 
 
-def placement_conf(check: checks.Checker, value: Any, hosts: int = 0
+def placement_conf(src: schema.Source, value: Any, hosts: int = 0
                    ) -> tuple[dict[tuple[str, str], Any], bool]:
     """``(options, recommended)`` of ``placement_conf:``.
 
     ``options`` is ``{(group, option): value}`` for the embedded
     Placement; ``recommended`` says whether the simulator's defaults are
     the recommended settings for a cloud of ``hosts`` (False for
-    ``stock``).
+    ``stock``).  The scenario schema has checked the shape and the
+    groups; option names and values are checked here against
+    Placement's own option definitions, which a schema cannot read.
     """
     if value == STOCK:
         return {}, False
     if value is None:
         return recommended(hosts), True
-    if isinstance(value, str):
-        raise check.fail('placement_conf', 'expected %r or a mapping of '
-                         '{group: {option: value}} (groups: %s)'
-                         % (STOCK, ', '.join(PLACEMENT_GROUPS)))
-    value = check.mapping(value, 'placement_conf')
-    check.keys(value, PLACEMENT_GROUPS, 'placement_conf')
     conf = placement_opts()
     # the simulator's own database (not checked: set by the embedded app)
     conf.set_override('connection', 'sqlite://', group='placement_database')
@@ -106,26 +99,28 @@ def placement_conf(check: checks.Checker, value: Any, hosts: int = 0
     out = recommended(hosts)
     for group, opts in value.items():
         entry = 'placement_conf.%s' % group
-        opts = check.mapping(opts, entry)
-        check.keys(opts, tuple(getattr(conf, group)), entry)
-        for name, val in opts.items():
-            _set_checked(check, conf, group, name, val, entry,
+        for name, val in (opts or {}).items():
+            _set_checked(src, conf, group, name, val, entry,
+                         tuple(getattr(conf, group)),
                          "Placement's configuration reference")
             out[(group, name)] = val
     return out, True
 
 
-def _set_checked(check: checks.Checker, conf: cfg.ConfigOpts, group: str,
-                 name: str, val: Any, entry: str, reference: str) -> None:
+def _set_checked(src: schema.Source, conf: cfg.ConfigOpts, group: str,
+                 name: str, val: Any, entry: str, allowed: tuple,
+                 reference: str) -> None:
     """Set one option of a scenario's conf key, checked as oslo does."""
-    check.finite_values(val, '%s.%s' % (entry, name))
+    if name not in allowed:
+        raise src.fail(entry, 'unknown key %r. Allowed keys: %s. Fix the '
+                       'spelling or remove it.' % (name, ', '.join(allowed)))
     try:
         conf.set_override(name, val, group)
         # set_override converts; reading it back checks choices and bounds
         getattr(getattr(conf, group), name)
     except (ValueError, TypeError, cfg.Error) as exc:
-        raise check.fail('%s.%s' % (entry, name), 'bad value %r: %s. See '
-                         'the option in %s.' % (val, exc, reference))
+        raise src.fail('%s.%s' % (entry, name), 'bad value %r: %s. See '
+                       'the option in %s.' % (val, exc, reference))
 
 
 def _agent_opts() -> cfg.ConfigOpts:
@@ -136,20 +131,21 @@ def _agent_opts() -> cfg.ConfigOpts:
     return conf
 
 
-def agent_conf(check: checks.Checker,
-               value: Any) -> dict[tuple[str, str], Any]:
-    """``agent_conf:`` as ``{(group, option): value}``, values checked."""
-    value = check.mapping(value, 'agent_conf')
-    check.keys(value, tuple(AGENT_OPTIONS), 'agent_conf')
+def agent_conf(src: schema.Source,
+               value: dict) -> dict[tuple[str, str], Any]:
+    """``agent_conf:`` as ``{(group, option): value}``.
+
+    The scenario schema has checked the shape and the groups; option
+    names and values are checked here against the agent's own option
+    definitions.
+    """
     conf = _agent_opts()
     out = {}
     for group, opts in value.items():
         entry = 'agent_conf.%s' % group
-        opts = check.mapping(opts, entry)
         allowed = AGENT_OPTIONS[group] or tuple(getattr(conf, group))
-        check.keys(opts, allowed, entry)
-        for name, val in opts.items():
-            _set_checked(check, conf, group, name, val, entry,
+        for name, val in (opts or {}).items():
+            _set_checked(src, conf, group, name, val, entry, allowed,
                          'etc/gpu-nova-ext/gpu-nova-agent.conf.sample')
             out[(group, name)] = val
     return out

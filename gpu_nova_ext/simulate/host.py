@@ -20,7 +20,7 @@ report to Placement with the real reporter, build the state payload.
 
 Every file of a host lives in its own directory under the run's temporary
 directory; host names were checked against a safe character set (see
-:mod:`gpu_nova_ext.simulate.checks`) and every path is checked to stay
+the scenario schema, ``$defs: name``) and every path is checked to stay
 inside that directory before anything is written.
 """
 import copy

@@ -33,18 +33,19 @@ inventory source (NVML's stand-in) gives for each GPU:
   the agent's layout plus nova.conf's ``[mdev_*] device_addresses`` give
   on a real host).
 
-The caller (:mod:`gpu_nova_ext.simulate.scenario`) has checked every value.
+The scenario schema (:mod:`gpu_nova_ext.simulate.schema`) has checked
+every value.
 """
 import dataclasses
 from typing import Any
 from xml.sax import saxutils
 
 from gpu_nova_ext.inventory import gpu_models
-from gpu_nova_ext.inventory import simulated
 from gpu_nova_ext import naming
 from gpu_nova_ext.operator import resource_classes
-from gpu_nova_ext.simulate import checks
+from gpu_nova_ext.simulate import schema
 
+#: ``gpus: [{mode: ...}]`` (the scenario schema reads it)
 MODES = ('passthrough', 'vgpu', 'vgpu-vfio')
 #: the mode of the GPUs of a model the host kind's ``mig:`` lays out
 MIG_MODE = 'mig'
@@ -57,10 +58,9 @@ MIG_MODE = 'mig'
 MIG_TYPE_PREFIX = {'A100_40GB': 'A100', 'A100_80GB': 'A100D',
                    'A30': 'A30', 'H100_80GB': 'H100', 'H200': 'H200',
                    'B200': 'B200'}
-GPU_SPEC_KEYS = ('model', 'count', 'mode', 'vgpu_type', 'vgpu_name',
-                 'vgpu_instances', 'memory_mib', 'cuda_cc',
-                 'driver_version', 'metrics', 'health')
-#: model -> (vendor_id, device_id): the first PCI ID of each model
+#: model -> (vendor_id, device_id): the first PCI ID of each model (its
+#: keys are the models ``gpus: [{model: ...}]`` takes: the scenario
+#: schema reads them)
 PCI_ID_OF_MODEL: dict[str, tuple[str, str]] = {}
 for _ids, _model in gpu_models.PCI_MODELS.items():
     PCI_ID_OF_MODEL.setdefault(_model, _ids)
@@ -306,94 +306,74 @@ def generate(specs: list[GpuSpec]) -> Generated:
                      models=sorted({s.model for s in specs}))
 
 
-def parse(check: checks.Checker, value: list, entry: str,
+def parse(src: schema.Source, value: list, entry: str,
           layouts: dict | None = None, mig_entry: str = 'mig'
           ) -> Generated:
     """``gpus:`` as a list of GPU kinds -> the host XML and GPU facts.
+
+    The scenario schema has checked each entry's keys and values; what
+    is left here depends on other entries (the host kind's ``mig:``) or
+    on the model table (its vendor).
 
     :param layouts: model -> ``mig_layout.Layout`` of the host kind's
         ``mig:``; the GPUs of those models are laid out by it.
     """
     layouts = layouts or {}
-    if not value:
-        raise check.fail(entry, 'expected at least one GPU kind')
     specs = []
     for i, item in enumerate(value):
         gentry = '%s[%d]' % (entry, i)
-        item = check.mapping(item, gentry)
-        check.keys(item, GPU_SPEC_KEYS, gentry)
-        model = check.string(check.required(item, 'model', gentry),
-                             gentry + '.model')
-        if model not in PCI_ID_OF_MODEL:
-            raise check.fail(gentry + '.model', 'unknown model %r; known: %s'
-                             % (model, ', '.join(sorted(
-                                 PCI_ID_OF_MODEL))))
+        model = item['model']
         spec = GpuSpec(
-            model=model,
-            count=check.integer(check.required(item, 'count', gentry),
-                                gentry + '.count', 1, 64),
-            mode=check.choice(item.get('mode', 'passthrough'),
-                              MODES, gentry + '.mode'))
+            model=model, count=item['count'],
+            mode=item.get('mode', 'passthrough'),
+            vgpu_name=item.get('vgpu_name'),
+            vgpu_instances=item.get('vgpu_instances'),
+            memory_mib=item.get('memory_mib'),
+            cuda_cc=str(item['cuda_cc']) if 'cuda_cc' in item else None,
+            driver_version=(str(item['driver_version'])
+                            if 'driver_version' in item else None),
+            metrics={str(k): float(v)
+                     for k, v in (item.get('metrics') or {}).items()},
+            health=item.get('health'))
         if model in layouts:
             layout = layouts[model]
             if item.get('mode') == 'passthrough':
-                raise check.fail(mig_entry, 'GPU model %s is whole-GPU '
-                                 'passthrough (%s.mode) and has the MIG '
-                                 'layout %s: a GPU is either MIG-'
-                                 'partitioned or passed through; drop one'
-                                 % (model, gentry, layout.describe()))
+                raise src.fail(mig_entry, 'GPU model %s is whole-GPU '
+                               'passthrough (%s.mode) and has the MIG '
+                               'layout %s: a GPU is either MIG-'
+                               'partitioned or passed through; drop one'
+                               % (model, gentry, layout.describe()))
             for key in ('mode', 'vgpu_type', 'vgpu_name', 'vgpu_instances'):
                 if key in item:
-                    raise check.fail('%s.%s' % (gentry, key), 'follows '
-                                     'from the MIG layout of %s in %s; '
-                                     'remove it' % (model, mig_entry))
+                    raise src.fail('%s.%s' % (gentry, key), 'follows '
+                                   'from the MIG layout of %s in %s; '
+                                   'remove it' % (model, mig_entry))
             spec.mode, spec.layout = MIG_MODE, layout
         elif spec.mode != 'passthrough':
             if spec.vendor != 'nvidia':
-                raise check.fail(gentry + '.mode', 'vGPU (mdev) is '
-                                 'simulated for NVIDIA GPUs; use '
-                                 'passthrough for %s' % model)
-            spec.vgpu_type = check.name(
-                check.required(item, 'vgpu_type', gentry),
-                gentry + '.vgpu_type')
-        elif 'vgpu_type' in item:
-            raise check.fail(gentry + '.vgpu_type', 'only with mode vgpu or '
-                             'vgpu-vfio')
-        if 'vgpu_name' in item:
-            spec.vgpu_name = check.string(item['vgpu_name'],
-                                          gentry + '.vgpu_name')
-        if 'vgpu_instances' in item:
-            spec.vgpu_instances = check.integer(
-                item['vgpu_instances'], gentry + '.vgpu_instances', 1, 64)
-        if 'memory_mib' in item:
-            spec.memory_mib = check.integer(item['memory_mib'],
-                                            gentry + '.memory_mib', 1)
-        for key in ('cuda_cc', 'driver_version'):
-            if key in item:
-                setattr(spec, key, str(check.string(
-                    str(item[key]), '%s.%s' % (gentry, key))))
-        if 'health' in item:
-            spec.health = check.choice(item['health'], simulated.HEALTH_STATES,
-                                       gentry + '.health')
-        metrics = check.mapping(item.get('metrics') or {},
-                                gentry + '.metrics')
-        spec.metrics = {str(k): check.number(
-            v, '%s.metrics.%s' % (gentry, k), minimum=-273.0)
-            for k, v in metrics.items()}
-        if spec.mode not in ('passthrough', MIG_MODE):
+                raise src.fail(gentry + '.mode', 'vGPU (mdev) is '
+                               'simulated for NVIDIA GPUs; use '
+                               'passthrough for %s' % model)
+            if 'vgpu_type' not in item:
+                raise src.fail(gentry, 'missing required key '
+                               "'vgpu_type' (mode %s)" % spec.mode)
+            spec.vgpu_type = item['vgpu_type']
             try:
                 spec.instances()
             except ValueError as exc:
-                raise check.fail(gentry, str(exc))
+                raise src.fail(gentry, str(exc))
+        elif 'vgpu_type' in item:
+            raise src.fail(gentry + '.vgpu_type', 'only with mode vgpu or '
+                           'vgpu-vfio')
         specs.append(spec)
     missing = sorted(set(layouts) - {s.model for s in specs})
     if missing:
-        raise check.fail(mig_entry, 'MIG layout of GPU model %s, which this '
-                         'host kind has no GPU of (its gpus: %s); fix the '
-                         'model or drop the layout' % (
-                             missing[0], ', '.join(sorted(
-                                 {s.model for s in specs}))))
+        raise src.fail(mig_entry, 'MIG layout of GPU model %s, which this '
+                       'host kind has no GPU of (its gpus: %s); fix the '
+                       'model or drop the layout' % (
+                           missing[0], ', '.join(sorted(
+                               {s.model for s in specs}))))
     try:
         return generate(specs)
     except ValueError as exc:
-        raise check.fail(entry, str(exc))
+        raise src.fail(entry, str(exc))

@@ -28,10 +28,11 @@ Every policy runs the same hosts, steps, workload and seed.
 """
 import copy
 import os
+import re
 
 import yaml
 
-from gpu_nova_ext.simulate import checks
+from gpu_nova_ext.simulate import schema
 
 PRESETS = {
     'pack': {'gpu_weights': {'packing_weight_multiplier': -10.0},
@@ -73,7 +74,9 @@ def parse(arg: str) -> tuple[str, dict, bool]:
     """``(name, nova_conf overrides, with our plugins)`` of one argument."""
     from gpu_nova_ext import safe_yaml
     name, sep, value = arg.partition('=')
-    if not checks.NAME_RE.fullmatch(name) or len(name) > checks.MAX_NAME:
+    # a policy name is a scenario name (the schema's definition of one)
+    rule = schema.definition('name')
+    if not re.search(rule['pattern'], name) or len(name) > rule['maxLength']:
         raise PolicyError('--compare %s: %r is not a policy name (letters, '
                           'digits, ".", "_", "-")' % (arg, name))
     if not sep:
@@ -120,8 +123,7 @@ def apply(scenario, overrides: dict, gpu_plugins: bool):
     for group, options in overrides.items():
         conf.setdefault(str(group), {}).update(
             {str(k): v for k, v in options.items()})
-    check = checks.Checker(scenario.path)
-    check.finite_values(conf, 'nova_conf')
+    schema.validate(conf, scenario.path, key='nova_conf')
     out.nova_conf = conf
     out.gpu_plugins = gpu_plugins
     return out

@@ -49,12 +49,13 @@ A refused boot is listed with Nova's message; it is demand the scheduler
 never saw, so it is not a GPU failure (``until: first_failure`` goes on).
 """
 import dataclasses
-from typing import Any, Callable
+from typing import Callable
 
 from gpu_nova_ext import exception
 from gpu_nova_ext.operator import quota as op_quota
+from gpu_nova_ext.simulate import schema
 
-KEYS = ('project', 'model', 'kind', 'limit')
+#: ``quotas: [{kind: ...}]`` (the scenario schema reads it)
 KINDS = (op_quota.PASSTHROUGH, op_quota.VGPU, op_quota.VGPU_VFIO)
 SERVERS = 'servers'
 #: any id: the fixture answers every endpoint lookup
@@ -72,40 +73,26 @@ class Quota:
     resources: list[str] = dataclasses.field(default_factory=list)
 
 
-def parse(check, value: Any) -> list[Quota]:
-    """Check the ``quotas:`` list (models are resolved at set-up)."""
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise check.fail('quotas', 'expected a list of {project, model, '
-                         'limit[, kind]}')
+def parse(src: schema.Source, value: list | None) -> list[Quota]:
+    """The ``quotas:`` list (models are resolved at set-up).
+
+    The scenario schema has checked each entry; a repeated entry is
+    found here (JSON Schema's ``uniqueItems`` compares whole entries,
+    not the project, model and kind of a limit).
+    """
     out = []
     seen: dict[tuple, str] = {}
-    for i, item in enumerate(value):
+    for i, item in enumerate(value or []):
         entry = 'quotas[%d]' % i
-        item = check.mapping(item, entry)
-        check.keys(item, KEYS, entry)
-        project = None
-        if 'project' in item:
-            project = check.project(item['project'], entry + '.project')
-        model = check.string(check.required(item, 'model', entry),
-                             entry + '.model')
-        kind = (check.choice(item['kind'], KINDS, entry + '.kind')
-                if 'kind' in item else None)
-        limit = check.integer(check.required(item, 'limit', entry),
-                              entry + '.limit', -1, op_quota.MAX_LIMIT)
-        if limit == 0:
-            raise check.fail(entry + '.limit', 'a limit of 0 needs '
-                             'Keystone (Nova asks it whether a 0 is set or '
-                             'missing); give 1 or more, or -1 for '
-                             'unlimited')
+        project, model = item.get('project'), item['model']
+        kind = item.get('kind')
         key = (project, model.upper(), kind)
         if key in seen:
-            raise check.fail(entry, 'the same project, model and kind as '
-                             '%s' % seen[key])
+            raise src.fail(entry, 'the same project, model and kind as '
+                           '%s' % seen[key])
         seen[key] = entry
         out.append(Quota(project=project, model=model, kind=kind,
-                         limit=limit, entry=entry))
+                         limit=item['limit'], entry=entry))
     return out
 
 

@@ -10,23 +10,17 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""A scenario's ``remediation:`` and a boot's ``metadata:``, checked.
+"""A scenario's ``remediation:`` and a boot's ``metadata:`` as records.
 
 ``remediation:`` holds ``[remediation]`` options of ``gpu-nova-ext
-remediate`` under the same names, checked against the options' own
-choices and bounds; see :mod:`gpu_nova_ext.simulate.remediation` for what
-the simulator does with them.
+remediate`` under the same names; the scenario schema checks them
+against the options' own choices and bounds (it reads them from here);
+see :mod:`gpu_nova_ext.simulate.remediation` for what the simulator does
+with them.
 """
 import dataclasses
-from typing import Any
 
 from gpu_nova_ext.conf import remediation as remediation_conf
-from gpu_nova_ext.simulate import checks
-
-KEYS = ('policy', 'enabled', 'max_concurrent', 'max_concurrent_per_host',
-        'passthrough_live_migration')
-#: metadata values are strings, as Nova's server metadata
-METADATA_MAX = 128
 
 
 def _opt(name: str):
@@ -34,6 +28,11 @@ def _opt(name: str):
         if opt.name == name:
             return opt
     raise KeyError(name)
+
+
+#: the options' own bounds, which the scenario schema reads
+MAX_CONCURRENT = _opt('max_concurrent').type
+MAX_CONCURRENT_PER_HOST = _opt('max_concurrent_per_host').type
 
 
 @dataclasses.dataclass
@@ -48,43 +47,14 @@ class Spec:
         'passthrough_live_migration').default
 
 
-def parse(check: checks.Checker, item: Any) -> Spec:
-    """``remediation:`` checked against the ``[remediation]`` options."""
-    entry = 'remediation'
-    item = check.mapping(item, entry)
-    check.keys(item, KEYS, entry)
-    spec = Spec()
-    if 'policy' in item:
-        spec.policy = check.choice(item['policy'],
-                                   remediation_conf.POLICIES,
-                                   entry + '.policy')
-    for key in ('enabled', 'passthrough_live_migration'):
-        if key in item:
-            if not isinstance(item[key], bool):
-                raise check.fail('%s.%s' % (entry, key), 'expected true or '
-                                 'false, got %s' % checks.kind(item[key]))
-            setattr(spec, key, item[key])
-    for key in ('max_concurrent', 'max_concurrent_per_host'):
-        if key in item:
-            bounds = _opt(key).type
-            setattr(spec, key, check.integer(
-                item[key], '%s.%s' % (entry, key), bounds.min, bounds.max))
-    return spec
+def parse(item: dict) -> Spec:
+    """``remediation:`` (checked by the scenario schema) as a Spec."""
+    return Spec(**item)
 
 
-def parse_metadata(check: checks.Checker, value: Any,
-                   entry: str) -> dict[str, str]:
-    """A boot's ``metadata:``: Nova server metadata, strings to strings."""
-    value = check.mapping(value, entry)
-    out = {}
-    for key, val in value.items():
-        if not isinstance(val, (str, int, float)) or isinstance(val, bool):
-            raise check.fail('%s.%s' % (entry, key), 'metadata values are '
-                             'strings, got %s' % checks.kind(val))
-        key, val = str(key), str(val)
-        if len(key) > METADATA_MAX or len(val) > METADATA_MAX:
-            raise check.fail('%s.%s' % (entry, key), 'Nova takes metadata '
-                             'keys and values of at most %d characters'
-                             % METADATA_MAX)
-        out[key] = val
-    return out
+def parse_metadata(value: dict) -> dict[str, str]:
+    """A boot's ``metadata:``: Nova server metadata, strings to strings.
+
+    The scenario schema has checked the types and lengths.
+    """
+    return {str(key): str(val) for key, val in value.items()}

@@ -39,13 +39,13 @@ simulator's).  The output lists each reservation with the servers that
 got it and the other projects' servers kept off it.
 """
 import dataclasses
-from typing import Any
 
+from gpu_nova_ext import naming
 from gpu_nova_ext.operator import reservation as op
 from gpu_nova_ext.operator import reservation_hosts as op_hosts
 from gpu_nova_ext.simulate import identity
+from gpu_nova_ext.simulate import schema
 
-KEYS = ('project', 'host', 'gpu')
 HOST_FILTER = op.HOST_FILTER
 GPU_FILTER = op.GPU_FILTER
 
@@ -57,49 +57,44 @@ class Reserved:
     gpu: str | None = None        # None: the whole host
 
 
-def parse(check, value: Any, scenario) -> list[Reserved]:
-    """Check the ``reservations:`` list; whole hosts join their aggregate."""
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise check.fail('reservations', 'expected a list of {project, '
-                         'host[, gpu]}')
+def parse(src: schema.Source, value: list | None,
+          scenario) -> list[Reserved]:
+    """The ``reservations:`` list; whole hosts join their aggregate.
+
+    The scenario schema has checked each entry; what is left here (the
+    host and GPU exist, one project each) depends on other entries.
+    """
     out: list[Reserved] = []
     owners: dict[tuple, str] = {}
-    for i, item in enumerate(value):
+    for i, item in enumerate(value or []):
         entry = 'reservations[%d]' % i
-        item = check.mapping(item, entry)
-        check.keys(item, KEYS, entry)
-        project = check.project(check.required(item, 'project', entry),
-                                entry + '.project')
-        name = check.string(check.required(item, 'host', entry),
-                            entry + '.host')
+        project, name = item['project'], item['host']
         host = scenario.host(name)
         if host is None:
-            raise check.fail(entry + '.host', 'unknown host %r (hosts: %s)'
-                             % (name, ', '.join(h.name for h in
-                                                scenario.hosts[:10])))
+            raise src.fail(entry + '.host', 'unknown host %r (hosts: %s)'
+                           % (name, ', '.join(h.name for h in
+                                              scenario.hosts[:10])))
         gpu = None
         if 'gpu' in item:
-            gpu = check.pci_address(item['gpu'], entry + '.gpu')
+            gpu = naming.normalize_pci_address(item['gpu'])
             func = host.function(gpu)
             if func is None or not func.is_gpu and gpu not in host.gpus:
-                raise check.fail(entry + '.gpu', 'host %s has no GPU %s '
-                                 '(GPUs: %s)' % (name, gpu, ', '.join(
-                                     sorted(host.gpus) or [
-                                         f.address for f in
-                                         host.pci_functions if f.is_gpu])))
+                raise src.fail(entry + '.gpu', 'host %s has no GPU %s '
+                               '(GPUs: %s)' % (name, gpu, ', '.join(
+                                   sorted(host.gpus) or [
+                                       f.address for f in
+                                       host.pci_functions if f.is_gpu])))
             if host.nova_gpu_mode == 'pci':
-                raise check.fail(entry + '.gpu', 'host %s reports its GPUs '
-                                 'as PCI-in-Placement providers, whose '
-                                 'traits nova-compute rewrites; reserve '
-                                 'the whole host instead ({project: %s, '
-                                 'host: %s})' % (name, project, name))
+                raise src.fail(entry + '.gpu', 'host %s reports its GPUs '
+                               'as PCI-in-Placement providers, whose '
+                               'traits nova-compute rewrites; reserve '
+                               'the whole host instead ({project: %s, '
+                               'host: %s})' % (name, project, name))
         key = (name, gpu)
         if owners.get(key, project) != project:
-            raise check.fail(entry, '%s is reserved for %s already; one '
-                             'project per GPU or host' % (
-                                 gpu or name, owners[key]))
+            raise src.fail(entry, '%s is reserved for %s already; one '
+                           'project per GPU or host' % (
+                               gpu or name, owners[key]))
         owners[key] = project
         if gpu is None:
             host.aggregates[op_hosts.aggregate_name(project)] = {

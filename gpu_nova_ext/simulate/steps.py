@@ -34,21 +34,14 @@ drawn between ``min`` and ``max`` steps.
 import dataclasses
 from typing import Any
 
-from gpu_nova_ext.inventory import simulated
-from gpu_nova_ext.simulate import checks
+from gpu_nova_ext import naming
 from gpu_nova_ext.simulate import remediation_spec
+from gpu_nova_ext.simulate import schema
 
-BOOT_KEYS = ('flavor', 'count', 'name', 'lifetime', 'metadata', 'project')
-EVENT_KEYS = ('host', 'gpu', 'health', 'reasons', 'metrics', 'xids',
-              'agent')
-WORKLOAD_KEYS = ('flavors', 'seed', 'lifetime', 'until', 'max_servers')
+#: what an agent event does (the scenario schema reads it)
 AGENT_STATES = ('down', 'up')
 UNTIL_FIRST_FAILURE = 'first_failure'
-MAX_COUNT = 100000
-MAX_LIFETIME = 10 ** 7
 DEFAULT_MAX_SERVERS = 100000
-#: NVIDIA XID codes are small positive integers
-MAX_XID = 100000
 
 
 @dataclasses.dataclass
@@ -94,149 +87,94 @@ class Workload:
     max_servers: int = DEFAULT_MAX_SERVERS
 
 
-def parse_step(check: checks.Checker, item: Any, index: int,
+def parse_step(src: schema.Source, item: dict, index: int,
                scenario: Any) -> Step:
+    """One ``boots:`` entry (checked by the scenario schema) as a Step."""
     entry = 'boots[%d]' % index
-    item = check.mapping(item, entry)
-    for special in ('event', 'delete'):
-        if special in item and len(item) != 1:
-            raise check.fail(entry, 'an entry with "%s:" holds nothing else; '
-                             'put boots in their own entries' % special)
     if 'event' in item:
-        return _event(check, item['event'], entry + '.event', index,
-                      scenario)
+        return _event(src, item['event'], entry + '.event', index, scenario)
     if 'delete' in item:
-        return Delete(target=check.name(item['delete'], entry + '.delete'),
-                      index=index)
-    check.keys(item, BOOT_KEYS, entry)
-    flavor = _flavor_name(check, check.required(item, 'flavor', entry),
-                          entry + '.flavor', scenario)
-    name = item.get('name')
-    if name is not None:
-        name = check.name(name, entry + '.name', room=7)
-    lifetime = None
-    if 'lifetime' in item:
-        lifetime = check.integer(item['lifetime'], entry + '.lifetime', 1,
-                                 MAX_LIFETIME)
-    metadata = {}
-    if 'metadata' in item:
-        metadata = remediation_spec.parse_metadata(
-            check, item['metadata'], entry + '.metadata')
-    return Boot(flavor=flavor,
-                count=check.integer(item.get('count', 1), entry + '.count',
-                                    1, MAX_COUNT),
-                name=name, index=index, lifetime=lifetime,
-                metadata=metadata,
-                project=check.string(item['project'], entry + '.project')
-                if 'project' in item else None)
+        return Delete(target=item['delete'], index=index)
+    return Boot(flavor=_flavor_name(src, item['flavor'], entry + '.flavor',
+                                    scenario),
+                count=item.get('count', 1), name=item.get('name'),
+                index=index, lifetime=item.get('lifetime'),
+                metadata=remediation_spec.parse_metadata(
+                    item.get('metadata') or {}),
+                project=item.get('project'))
 
 
-def _flavor_name(check, value, entry, scenario) -> str:
-    flavor = check.string(value, entry)
+# Not in the schema: whether a flavor, a host or a GPU exists depends on
+# other entries of the scenario.
+def _flavor_name(src: schema.Source, flavor: str, entry: str,
+                 scenario: Any) -> str:
     if flavor not in scenario.flavors:
-        raise check.fail(entry, 'unknown flavor %r. Define it under '
-                         'flavors: (defined: %s).'
-                         % (flavor, ', '.join(scenario.flavors)))
+        raise src.fail(entry, 'unknown flavor %r. Define it under '
+                       'flavors: (defined: %s).'
+                       % (flavor, ', '.join(scenario.flavors)))
     return flavor
 
 
-def _event(check: checks.Checker, item: Any, entry: str, index: int,
+def _event(src: schema.Source, item: dict, entry: str, index: int,
            scenario: Any) -> Event:
-    item = check.mapping(item, entry)
-    check.keys(item, EVENT_KEYS, entry)
-    host_name = check.string(check.required(item, 'host', entry),
-                             entry + '.host')
+    host_name = item['host']
     host = scenario.host(host_name)
     if host is None:
         shown = [h.name for h in scenario.hosts[:10]]
-        raise check.fail(entry + '.host', 'unknown host %r (hosts: %s%s)'
-                         % (host_name, ', '.join(shown),
-                            ', ...' if len(scenario.hosts) > 10 else ''))
+        raise src.fail(entry + '.host', 'unknown host %r (hosts: %s%s)'
+                       % (host_name, ', '.join(shown),
+                          ', ...' if len(scenario.hosts) > 10 else ''))
     event = Event(host=host_name, index=index)
     if 'agent' in item:
-        if len(item) != 2:
-            raise check.fail(entry, 'an agent event holds only "host" and '
-                             '"agent"; change GPUs in another event')
-        event.agent = check.choice(item['agent'], AGENT_STATES,
-                                   entry + '.agent')
+        event.agent = item['agent']
         return event
-    gpu = check.pci_address(check.required(item, 'gpu', entry),
-                            entry + '.gpu')
+    gpu = naming.normalize_pci_address(item['gpu'])
     func = host.function(gpu)
     if func is None or not func.is_gpu and gpu not in host.gpus:
-        raise check.fail(entry + '.gpu', 'host %s has no GPU %s (GPUs: %s)'
-                         % (host_name, gpu, ', '.join(
-                             f.address for f in host.pci_functions
-                             if f.is_gpu)))
-    if not {'health', 'metrics', 'xids'} & set(item):
-        raise check.fail(entry, 'an event changes "health", "metrics" '
-                         'and/or "xids" of a GPU, or "agent" of a host; give '
-                         'at least one')
+        raise src.fail(entry + '.gpu', 'host %s has no GPU %s (GPUs: %s)'
+                       % (host_name, gpu, ', '.join(
+                           f.address for f in host.pci_functions
+                           if f.is_gpu)))
     event.gpu = gpu
-    if 'health' in item:
-        event.health = check.choice(item['health'], simulated.HEALTH_STATES,
-                                    entry + '.health')
-    event.reasons = check.str_list(item.get('reasons') or [],
-                                   entry + '.reasons')
-    metrics = check.mapping(item.get('metrics') or {}, entry + '.metrics')
-    event.metrics = {str(k): check.number(v, '%s.metrics.%s' % (entry, k),
-                                          minimum=-273.0)
-                     for k, v in metrics.items()}
+    event.health = item.get('health')
+    reasons = item.get('reasons') or []
+    event.reasons = (_split(reasons) if isinstance(reasons, str)
+                     else list(reasons))
+    event.metrics = {str(k): float(v)
+                     for k, v in (item.get('metrics') or {}).items()}
     xids = item.get('xids') or []
-    if not isinstance(xids, list):
-        xids = [xids]
-    event.xids = [check.integer(x, '%s.xids[%d]' % (entry, i), 1, MAX_XID)
-                  for i, x in enumerate(xids)]
+    event.xids = list(xids) if isinstance(xids, list) else [xids]
     return event
 
 
-def parse_workload(check: checks.Checker, item: Any,
+def _split(text: str) -> list[str]:
+    """A comma-separated string list (``reasons: a, b``) as a list."""
+    return [v.strip() for v in text.split(',') if v.strip()]
+
+
+def parse_workload(src: schema.Source, item: dict,
                    scenario: Any) -> Workload:
+    """``workload:`` (checked by the scenario schema) as a Workload."""
     entry = 'workload'
-    item = check.mapping(item, entry)
-    check.keys(item, WORKLOAD_KEYS, entry)
-    mix = check.mapping(check.required(item, 'flavors', entry),
-                        entry + '.flavors')
-    if not mix:
-        raise check.fail(entry + '.flavors', 'give at least one flavor '
-                         'with its weight')
-    flavors = {}
-    for name, weight in mix.items():
-        fentry = '%s.flavors.%s' % (entry, name)
-        flavors[_flavor_name(check, name, fentry, scenario)] = check.number(
-            weight, fentry, minimum=0.0, maximum=1e6,
-            exclusive_minimum=True)
-    work = Workload(flavors=flavors)
-    if 'seed' in item:
-        work.seed = check.integer(item['seed'], entry + '.seed', 0,
-                                  2 ** 63)
-    if 'lifetime' in item:
-        value = item['lifetime']
-        if isinstance(value, dict):
-            check.keys(value, ('min', 'max'), entry + '.lifetime')
-            low = check.integer(check.required(value, 'min',
-                                               entry + '.lifetime'),
-                                entry + '.lifetime.min', 1, MAX_LIFETIME)
-            high = check.integer(check.required(value, 'max',
-                                                entry + '.lifetime'),
-                                 entry + '.lifetime.max', low, MAX_LIFETIME)
-        else:
-            low = high = check.integer(value, entry + '.lifetime', 1,
-                                       MAX_LIFETIME)
-        work.lifetime = (low, high)
+    flavors = {
+        _flavor_name(src, name, schema.entry_path([entry, 'flavors', name]),
+                     scenario): float(weight)
+        for name, weight in item['flavors'].items()}
+    work = Workload(flavors=flavors, seed=item.get('seed', 0),
+                    max_servers=item.get('max_servers',
+                                         DEFAULT_MAX_SERVERS))
+    lifetime = item.get('lifetime')
+    if isinstance(lifetime, dict):
+        # Not in the schema: JSON Schema cannot compare two values.
+        if lifetime['max'] < lifetime['min']:
+            raise src.fail(entry + '.lifetime.max', 'must be at least '
+                           'min (%d), got %d'
+                           % (lifetime['min'], lifetime['max']))
+        work.lifetime = (lifetime['min'], lifetime['max'])
+    elif lifetime is not None:
+        work.lifetime = (lifetime, lifetime)
     until = item.get('until', UNTIL_FIRST_FAILURE)
     if isinstance(until, dict):
-        check.keys(until, ('arrived_pct',), entry + '.until')
         work.until = 'arrived_pct'
-        work.arrived_pct = check.number(
-            check.required(until, 'arrived_pct', entry + '.until'),
-            entry + '.until.arrived_pct', minimum=0.0, maximum=100000.0,
-            exclusive_minimum=True)
-    elif until != UNTIL_FIRST_FAILURE:
-        raise check.fail(entry + '.until', '%r is not a stop condition: use '
-                         '"first_failure" or {arrived_pct: N}' % (until,))
-    if 'max_servers' in item:
-        work.max_servers = check.integer(item['max_servers'],
-                                         entry + '.max_servers', 1,
-                                         10 ** 7)
+        work.arrived_pct = float(until['arrived_pct'])
     return work

@@ -164,21 +164,21 @@ class TestMigRefused(test_cloud.CloudTestCase):
     def test_bad_layout_one_line_naming_kind_model_and_profile(self):
         line = self._refused(dict(LAYOUTS, hosts=[
             _host('a100', mig='A100_80GB_PCIE:1g.5gb=7')]))
-        self.assertIn('hosts[0] (a100).mig', line)
+        self.assertIn('hosts[0].mig:', line)
         self.assertIn('GPU model A100_80GB_PCIE has no MIG profile '
                       "'1g.5gb'", line)
 
     def test_too_many_slices_refused(self):
         line = self._refused(dict(LAYOUTS, hosts=[
             _host('a100', mig='A100_80GB_PCIE:3g.40gb=2,1g.10gb=1')]))
-        self.assertIn('hosts[0] (a100).mig', line)
+        self.assertIn('hosts[0].mig:', line)
         self.assertIn('GPU model A100_80GB_PCIE cannot hold '
                       '3g.40gb=2,1g.10gb=1', line)
 
     def test_bad_variant_refused_before_any_run(self):
         line = self._refused(dict(LAYOUTS, mig_variants={
             'big': {'a100': 'A100_80GB_PCIE:7g.80gb=2'}}))
-        self.assertIn('mig_variants[big].a100', line)
+        self.assertIn('mig_variants.big.a100:', line)
         self.assertIn('A100_80GB_PCIE holds at most 1 instance(s) of MIG '
                       'profile 7g.80gb', line)
 
@@ -186,7 +186,7 @@ class TestMigRefused(test_cloud.CloudTestCase):
         line = self._refused(dict(LAYOUTS, hosts=[
             _host('a100', mig='A100_80GB_PCIE:1g.10gb=7',
                   power='A100_80GB_PCIE:5000W')]))
-        self.assertIn('hosts[0] (a100).power', line)
+        self.assertIn('hosts[0].power:', line)
         self.assertIn("'A100_80GB_PCIE:5000W'", line)
         self.assertIn('a limit in watts must be 10 to 2000', line)
 

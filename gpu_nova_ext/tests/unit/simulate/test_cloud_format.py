@@ -111,7 +111,8 @@ class TestCloudFormat(testtools.TestCase):
         data['boots'][2]['event']['host'] = 'a' * 58 + '-0002'
         scn.from_dict(data, PATH)
         data['hosts'][0]['name'] = 'a' * 59
-        self.assertError(data, 'hosts[0].name', 'not a safe name')
+        self.assertError(data, 'hosts[0].name', 'too long for 3 hosts',
+                         'at most 58')
         data = self._data()
         data['flavors'][0]['name'] = 'm1/../../x'
         self.assertError(data, 'flavors[0].name', 'not a safe name')
@@ -153,8 +154,8 @@ class TestCloudFormat(testtools.TestCase):
     def test_gpu_kind_mistakes(self):
         data = self._data()
         data['hosts'][0]['gpus'][0]['model'] = 'A1000000'
-        self.assertError(data, 'hosts[0] (a100).gpus[0].model',
-                         'unknown model')
+        self.assertError(data, 'hosts[0].gpus[0].model:',
+                         "'A1000000' is not one of", 'A100_80GB_PCIE')
         data = self._data()
         data['hosts'][1]['gpus'][0].update(mode='vgpu',
                                            vgpu_type='nvidia-1')
@@ -164,10 +165,11 @@ class TestCloudFormat(testtools.TestCase):
         self.assertError(data, 'gpus[0]', 'vgpu_instances')
         data = self._data()
         data['hosts'][0]['gpus'].append({'model': 'H100_PCIE', 'count': 1})
-        self.assertError(data, 'hosts[0] (a100).gpus', 'two host kinds')
+        self.assertError(data, 'hosts[0].gpus:', 'two host kinds')
         data = self._data()
         data['hosts'][0]['libvirt_xml_inline'] = '<node/>'
-        self.assertError(data, 'hosts[0]', 'not both')
+        self.assertError(data, 'hosts[0].libvirt_xml_inline:',
+                         'follows from gpus: as a list', 'remove it')
 
     def test_workload_and_events_mistakes(self):
         data = self._data()
@@ -182,7 +184,8 @@ class TestCloudFormat(testtools.TestCase):
         data = self._data()
         data['boots'] = []
         del data['workload']
-        self.assertError(data, 'top level', 'workload')
+        self.assertError(data, 'boots:', 'at least 1',
+                         'a workload: generator')
 
 
 class TestHostGen(testtools.TestCase):

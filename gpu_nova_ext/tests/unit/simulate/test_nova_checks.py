@@ -182,4 +182,4 @@ class TestAggregates(testtools.TestCase):
         data['hosts'][0]['aggregates'] = {'a': {'k': [1]}}
         exc = self.assertRaises(exception.ScenarioError, scn.from_dict,
                                 data, PATH)
-        self.assertIn('aggregates[a].k', str(exc))
+        self.assertIn('hosts[0].aggregates.a.k:', str(exc))

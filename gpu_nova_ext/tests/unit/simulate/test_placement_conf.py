@@ -17,11 +17,11 @@ import testtools
 
 from gpu_nova_ext import exception
 from gpu_nova_ext.operator import scale_settings
-from gpu_nova_ext.simulate import checks
 from gpu_nova_ext.simulate import conf_keys
 from gpu_nova_ext.simulate import embedded
 from gpu_nova_ext.simulate import nova_config
 from gpu_nova_ext.simulate import scenario as scn
+from gpu_nova_ext.simulate import schema
 from gpu_nova_ext.tests.unit.simulate import test_scenario
 
 PATH = test_scenario.PATH
@@ -49,9 +49,9 @@ class TestPlacementConf(testtools.TestCase):
                 ('placement', 'allocation_candidates_generation_strategy')])
 
     def test_cap_is_at_least_the_host_count(self):
-        check = checks.Checker(PATH)
+        src = schema.Source(PATH)
         for hosts, cap in ((10, 1000), (1000, 1000), (2000, 2000)):
-            options, _ = conf_keys.placement_conf(check, None, hosts)
+            options, _ = conf_keys.placement_conf(src, None, hosts)
             self.assertEqual(cap, options[
                 ('placement', 'max_allocation_candidates')])
 

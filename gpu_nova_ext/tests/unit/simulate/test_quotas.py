@@ -75,5 +75,5 @@ class TestQuotasKey(testtools.TestCase):
         self.assertEqual('CUSTOM_VGPU_A100',
                          scenario.hosts[0].vgpu_resource_class)
         data['hosts'][0]['vgpu_resource_class'] = 'PGPU'
-        self.assertError(data, 'hosts[0] (cmp-1).vgpu_resource_class',
+        self.assertError(data, 'hosts[0].vgpu_resource_class',
                          'CUSTOM_VGPU_A100_80GB_PCIE')
