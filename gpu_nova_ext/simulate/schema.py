@@ -32,8 +32,6 @@ import math
 import re
 from typing import Any
 
-import jsonschema
-from jsonschema import exceptions as js_exceptions
 
 from gpu_nova_ext import exception
 from gpu_nova_ext import naming
@@ -104,16 +102,11 @@ def _whole(checker, instance) -> bool:
     return isinstance(instance, int) and not isinstance(instance, bool)
 
 
-_FORMATS = jsonschema.FormatChecker(formats=())
-
-
-@_FORMATS.checks('pci-address', raises=ValueError)
 def _pci_address(instance: Any) -> bool:
     naming.normalize_pci_address(str(instance))
     return True
 
 
-@_FORMATS.checks('project-id', raises=exception.InvalidArgument)
 def _project_id(instance: Any) -> bool:
     if isinstance(instance, str):
         reservation.check_project_format(instance)
@@ -129,7 +122,10 @@ def schema() -> dict:
 
 
 @functools.cache
-def _validator() -> jsonschema.protocols.Validator:
+def _validator():
+    # jsonschema is the simulator extra's: imported when a scenario is
+    # checked, so gpu-nova-ext starts on a compute host without it
+    import jsonschema
     # the schema itself is checked against its meta-schema by the unit
     # tests (test_scenario_schema), not on every run
     base = jsonschema.validators.validator_for(schema())
@@ -138,7 +134,11 @@ def _validator() -> jsonschema.protocols.Validator:
     types = base.TYPE_CHECKER.redefine_many(
         {'number': _finite, 'integer': _whole})
     cls = jsonschema.validators.extend(base, type_checker=types)
-    return cls(schema(), format_checker=_FORMATS)
+    formats = jsonschema.FormatChecker(formats=())
+    formats.checks('pci-address', raises=ValueError)(_pci_address)
+    formats.checks('project-id', raises=exception.InvalidArgument)(
+        _project_id)
+    return cls(schema(), format_checker=formats)
 
 
 def definition(name: str) -> dict:
@@ -176,7 +176,7 @@ def _number(value: Any) -> str:
     return '%g' % value if isinstance(value, float) else str(value)
 
 
-def _reason(error: js_exceptions.ValidationError) -> str:
+def _reason(error) -> str:
     """What is wrong and the fix, in words."""
     keyword, value = error.validator, error.validator_value
     inst = error.instance
@@ -244,6 +244,7 @@ def validate(data: Any, path: str, key: str | None = None) -> Source:
     errors = (validator.iter_errors(data) if key is None else
               validator.descend(data, schema()['properties'][key],
                                 path=key, schema_path=key))
+    from jsonschema import exceptions as js_exceptions
     error = js_exceptions.best_match(errors)
     if error is None:
         return src
