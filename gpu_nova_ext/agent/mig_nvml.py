@@ -12,10 +12,12 @@
 
 """A GPU's MIG state read, and a layout plan carried out, through NVML.
 
-NVML calls: ``nvmlDeviceGetMigMode``, ``nvmlDeviceSetMigMode``,
-``nvmlDeviceGetGpuInstanceProfileInfo`` (V),
-``nvmlDeviceGetGpuInstances``, ``nvmlGpuInstanceGetInfo``,
-``nvmlGpuInstanceDestroy``, ``nvmlDeviceCreateGpuInstanceWithPlacement``.
+Reads run here, in the unprivileged agent: ``nvmlDeviceGetMigMode``,
+``nvmlDeviceGetGpuInstanceProfileInfo`` (V), ``nvmlDeviceGetGpuInstances``,
+``nvmlGpuInstanceGetInfo``.  Changes (``nvmlDeviceSetMigMode``,
+``nvmlDeviceCreateGpuInstanceWithPlacement``, ``nvmlGpuInstanceDestroy``)
+run in the privsep daemon (:mod:`gpu_nova_ext.privsep.gpu`), which is
+given the GPU's PCI address and the driver's ids, never a handle.
 Profile ids come from the driver (``info.id``), not from the shipped
 table, so a driver that numbers them otherwise still works.
 """
@@ -23,13 +25,15 @@ import ctypes
 import dataclasses
 
 from gpu_nova_ext.inventory import mig_profiles
+from gpu_nova_ext import privsep
+from gpu_nova_ext.privsep import gpu as privileged
 
 
 @dataclasses.dataclass
 class MigState:
     current: bool | None = None       # None: not MIG-capable
     pending: bool | None = None
-    #: (profile name, start, GPU-instance handle)
+    #: (profile name, start, the driver's GPU-instance id)
     instances: list = dataclasses.field(default_factory=list)
 
 
@@ -74,7 +78,7 @@ def read_state(nvml, handle, board: mig_profiles.MigBoard | None) -> MigState:
                                        ctypes.byref(count))
         for i in range(count.value):
             info = nvml.nvmlGpuInstanceGetInfo(array[i])
-            state.instances.append((name, info.placement.start, array[i]))
+            state.instances.append((name, info.placement.start, info.id))
     return state
 
 
@@ -83,21 +87,28 @@ def _error(nvml, exc) -> str:
              nvml.NVML_ERROR_INSUFFICIENT_RESOURCES: 'insufficient '
              'resources',
              nvml.NVML_ERROR_RESET_REQUIRED: 'GPU reset required',
-             nvml.NVML_ERROR_NO_PERMISSION: 'no permission (run as root)'}
+             nvml.NVML_ERROR_NO_PERMISSION: 'no permission (the privsep '
+             'daemon lacks CAP_SYS_ADMIN: see [%s] capabilities)'
+             % privsep.GROUP}
+    if isinstance(exc, privileged.DAEMON_ERRORS):
+        return privileged.daemon_error(exc)
     value = getattr(exc, 'value', None)
     return names.get(value) or 'NVML error %s' % value
 
 
 def apply_plan(nvml, handle, board, plan, state: MigState) -> ApplyResult:
-    """Run ``plan.steps`` on the GPU; stop at the first failure."""
+    """Run ``plan.steps`` on the GPU; stop at the first failure.
+
+    ``handle`` serves the reads; each change is a privileged call.
+    """
     result = ApplyResult()
-    handles = {(name, start): h for name, start, h in state.instances}
+    gpu_instance_ids = {(name, start): gi_id
+                        for name, start, gi_id in state.instances}
     ids = None
     for kind, what in plan.steps:
         try:
             if kind == 'enable':
-                status = nvml.nvmlDeviceSetMigMode(
-                    handle, nvml.NVML_DEVICE_MIG_ENABLE)
+                status = privileged.set_mig_mode(plan.pci_address, True)
                 if status != nvml.NVML_SUCCESS:
                     result.pending.append(
                         'MIG mode enabled, pending until a GPU reset (%s)'
@@ -105,18 +116,19 @@ def apply_plan(nvml, handle, board, plan, state: MigState) -> ApplyResult:
                     return result
                 result.done.append('enabled MIG mode')
             elif kind == 'destroy':
-                nvml.nvmlGpuInstanceDestroy(handles[what])
+                privileged.destroy_gpu_instance(plan.pci_address,
+                                                gpu_instance_ids[what])
                 result.done.append('destroyed %s at slice %d' % what)
             else:
                 if ids is None:
                     ids = driver_profiles(nvml, handle, board)
                 profile = board.profile(what[0])
-                placement = nvml.c_nvmlGpuInstancePlacement_t(
-                    what[1], profile.memory_slices)
-                nvml.nvmlDeviceCreateGpuInstanceWithPlacement(
-                    handle, ids[what[0]], ctypes.byref(placement))
+                privileged.create_gpu_instance(
+                    plan.pci_address, ids[what[0]], what[1],
+                    profile.memory_slices)
                 result.done.append('created %s at slice %d' % what)
-        except nvml.NVMLError as exc:
+        except (nvml.NVMLError, privileged.NvmlCallFailed,
+                *privileged.DAEMON_ERRORS) as exc:
             result.failed.append('%s %s: %s' % (
                 kind, '%s at slice %d' % what if what else 'MIG mode',
                 _error(nvml, exc)))

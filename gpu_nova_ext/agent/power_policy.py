@@ -17,7 +17,9 @@ its allowed range: NVIDIA through NVML (``nvmlDeviceGetPowerManagement
 DefaultLimit``, ``...LimitConstraints``, ``...Limit`` and
 ``nvmlDeviceSetPowerManagementLimit``, milliwatts), AMD through the
 kernel's amdgpu hwmon (``power1_cap_default``, ``power1_cap_min``,
-``power1_cap_max``, ``power1_cap``, microwatts).  :meth:`PowerPolicy.apply`
+``power1_cap_max``, ``power1_cap``, microwatts).  Limits are read here
+and set by the privsep daemon (:mod:`gpu_nova_ext.privsep.gpu`: NVML and
+the kernel refuse them to the unprivileged agent).  :meth:`PowerPolicy.apply`
 runs at every agent cycle and sets a limit only where it differs, so a
 driver reload (limits back to their defaults) is undone at the next
 cycle.  Each GPU's ``power_profile`` goes into the GPU state.
@@ -30,6 +32,7 @@ import re
 from oslo_log import log as logging
 
 from gpu_nova_ext import exception
+from gpu_nova_ext.privsep import gpu as privileged
 from gpu_nova_ext.state import schema
 
 LOG = logging.getLogger(__name__)
@@ -244,6 +247,8 @@ class PowerPolicy:
                     else:
                         result.changed = self._set(nvml, gpu,
                                                    result.target_w)
+            except privileged.DAEMON_ERRORS as exc:
+                result.error = privileged.daemon_error(exc)
             except Exception as exc:  # noqa: NVML or sysfs, said below
                 code = getattr(exc, 'value', None)
                 result.error = ('NVML error %s' % code if code is not None
@@ -266,19 +271,20 @@ class PowerPolicy:
         return applied
 
     def _set(self, nvml, gpu, watts: float) -> bool:
+        """Read the limit; where it differs, have the daemon set it."""
         if gpu.vendor == 'nvidia':
             h = nvml.nvmlDeviceGetHandleByPciBusId(gpu.pci_address)
             target = int(round(watts * 1000))
             if nvml.nvmlDeviceGetPowerManagementLimit(h) == target:
                 return False
-            nvml.nvmlDeviceSetPowerManagementLimit(h, target)
+            privileged.set_power_limit(gpu.pci_address, target)
             return True
         hwmon = self._hwmon(gpu.pci_address)
         target = int(round(watts * 1e6))
         if _read(hwmon, 'power1_cap') == target:
             return False
-        with open(os.path.join(hwmon, 'power1_cap'), 'w') as f:
-            f.write('%d\n' % target)
+        privileged.set_hwmon_power_cap(self.sysfs_root, gpu.pci_address,
+                                       target)
         return True
 
 

@@ -33,6 +33,9 @@ def main(argv: list[str] | None = None) -> int:
     def run():
         conf = common.load_config(args, PROG,
                                   register=gconf.register_agent_opts)
+        from gpu_nova_ext import privsep
+        # the privileged daemon's start command names these config files
+        privsep.init(conf)
         from gpu_nova_ext.agent import service
         return service.AgentService(conf).run()
 

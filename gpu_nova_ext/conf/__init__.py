@@ -26,10 +26,11 @@ from gpu_nova_ext.conf import health
 from gpu_nova_ext.conf import mig
 from gpu_nova_ext.conf import placement
 from gpu_nova_ext.conf import power
+from gpu_nova_ext.conf import privsep
 from gpu_nova_ext.conf import remediation
 
 AGENT_MODULES = (default, agent, placement, health, remediation, mig,
-                 power)
+                 power, privsep)
 NOVA_MODULES = (gpu_scheduler, gpu_weights)
 
 

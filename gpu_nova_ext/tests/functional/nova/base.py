@@ -51,6 +51,7 @@ from gpu_nova_ext.inventory import manager
 from gpu_nova_ext.operator import nova_conf as nova_conf_gen
 from gpu_nova_ext.state import cache as state_cache
 from gpu_nova_ext.tests import deadline
+from gpu_nova_ext.tests import privsep_fixtures
 from gpu_nova_ext_dev import libvirt_hosts
 
 CONF = nova_conf.CONF
@@ -338,6 +339,8 @@ class GpuAgentMixin(DeadlineWaitsMixin):
 
     def setUp(self):
         super().setUp()
+        # the agent's MIG and power changes run in this process
+        self.useFixture(privsep_fixtures.PrivsepFixture())
         # scenarios boot more servers than the default quota allows
         self.flags(instances=-1, cores=-1, ram=-1, group='quota')
         self.gpu_facts = {}

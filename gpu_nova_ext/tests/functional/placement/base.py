@@ -26,6 +26,7 @@ from gpu_nova_ext.placement import client as pclient
 from gpu_nova_ext.placement import reporter as preporter
 from gpu_nova_ext.simulate import compute_providers
 from gpu_nova_ext.simulate import embedded
+from gpu_nova_ext.tests import privsep_fixtures
 
 A100 = dict(vendor='nvidia', vendor_id='10de', product_id='20b5',
             model='A100_80GB_PCIE', memory_mib=81920, cuda_cc='8.0',
@@ -87,6 +88,8 @@ class PlacementTestCase(oslotest_base.BaseTestCase):
 
     def setUp(self):
         super().setUp()
+        # the agent's MIG and power changes run in this process
+        self.useFixture(privsep_fixtures.PrivsepFixture())
         self.placement = self.useFixture(EmbeddedPlacementFixture()).placement
         self.tmp = self.useFixture(fixtures.TempDir()).path
         self.conf = self.make_conf()

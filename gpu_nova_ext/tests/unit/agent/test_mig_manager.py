@@ -20,8 +20,9 @@ from gpu_nova_ext.agent import attribution
 from gpu_nova_ext.agent import mig_manager
 from gpu_nova_ext import conf as gconf
 from gpu_nova_ext import exception
-from gpu_nova_ext_dev.fakes import nvml as fake_nvml
 from gpu_nova_ext.inventory import base as inv
+from gpu_nova_ext.tests import privsep_fixtures
+from gpu_nova_ext_dev.fakes import nvml as fake_nvml
 
 BOARDS = ['A100_80GB_PCIE', 'A30', 'H100_SXM5_80GB', 'H200', 'B200',
           'A100_SXM4_40GB']
@@ -45,6 +46,8 @@ class MigManagerTest(base.BaseTestCase):
                          group='agent')
         self.conf.config(layouts=LAYOUTS, group='mig')
         self.fake = self.useFixture(fake_nvml.FakeNvml(BOARDS))
+        # the changes run in this process, on the fake NVML
+        self.useFixture(privsep_fixtures.PrivsepFixture())
         pynvml.nvmlInit()
         self.addCleanup(pynvml.nvmlShutdown)
         self.inventory = inv.HostInventory(host='cn1', gpus=[

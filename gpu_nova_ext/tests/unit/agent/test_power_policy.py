@@ -20,10 +20,11 @@ import pynvml
 from gpu_nova_ext.agent import exporter
 from gpu_nova_ext.agent import power_policy
 from gpu_nova_ext import exception
-from gpu_nova_ext_dev.fakes import sysfs
 from gpu_nova_ext.inventory import base
 from gpu_nova_ext.state import schema
 from gpu_nova_ext.tests.unit.agent import health_base
+from gpu_nova_ext.tests import privsep_fixtures
+from gpu_nova_ext_dev.fakes import sysfs
 
 AMD = '0000:c1:00.0'
 
@@ -66,6 +67,8 @@ class TestApply(health_base.HealthTestCase):
         super().setUp()
         self.tree = self.useFixture(sysfs.GpuTree())
         self.tree.add_amd_gpu(AMD)
+        # the limits are set in this process, on the fakes
+        self.useFixture(privsep_fixtures.PrivsepFixture())
         self.cfg.config(group='agent', sysfs_root=self.tree.root)
         self.cfg.config(group='power', profiles=[
             'A100_80GB_PCIE:efficiency', 'T4:max-performance',

@@ -1,0 +1,63 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""[gpu_nova_ext_privileged]: the agent's privsep daemon (oslo.privsep).
+
+The options are oslo.privsep's own (``priv_context.OPTS``), in the group
+of the context :mod:`gpu_nova_ext.privsep` (loaded lazily: Nova-loaded
+code imports this package and must not start a privsep context).
+"""
+import copy
+
+from oslo_config import cfg
+
+from gpu_nova_ext.conf import utils
+
+GROUP = 'gpu_nova_ext_privileged'
+
+privileged_group = cfg.OptGroup(
+    GROUP,
+    title='Privileged daemon of the GPU agent (oslo.privsep)',
+    help="""
+The agent runs unprivileged.  Setting MIG mode, creating and destroying
+GPU instances and setting power limits run in an oslo.privsep daemon that
+the agent starts, through ``helper_command``, at the first such call.
+By default that command is ``sudo <venv>/bin/privsep-helper
+--config-file <the agent's files>``: the sudoers drop-in
+contrib/sudoers.d/gpu-nova-agent allows exactly it.
+""")
+
+
+def _opts() -> list[cfg.Opt]:
+    from oslo_privsep import capabilities
+    from oslo_privsep import priv_context
+
+    from gpu_nova_ext import privsep
+    opts = copy.deepcopy(priv_context.OPTS)
+    for opt in opts:
+        if opt.name == 'capabilities':
+            opt.default = list(privsep.CAPABILITIES)
+            opt.sample_default = ','.join(
+                capabilities.CAPS_BYVALUE[c] for c in privsep.CAPABILITIES)
+        elif opt.name == 'helper_command':
+            opt.sample_default = ('sudo <venv>/bin/privsep-helper '
+                                  '--config-file <the agent\'s files>')
+    return opts
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    utils.register_group(conf, privileged_group)
+    conf.register_opts(_opts(), group=GROUP)
+
+
+def list_opts():
+    return {privileged_group: _opts()}

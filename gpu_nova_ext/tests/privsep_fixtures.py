@@ -1,0 +1,47 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""privsep in tests: oslo.privsep's own switches, no stand-in.
+
+:class:`PrivsepFixture`: the entry points run in the test's process
+(the context's client mode off, as Nova's ``PrivsepFixture``), so the
+fake NVML and the fake sysfs of the test see the changes.  Every test that
+makes the agent set MIG mode, a GPU instance or a power limit uses it;
+without it the context would start ``sudo privsep-helper``.
+
+:class:`ForkedPrivsepFixture`: a real privsep daemon, forked from the test
+process and without capabilities (oslo.privsep's
+``UnprivilegedPrivsepFixture``): calls, arguments, return values and
+exceptions cross a real channel.  The daemon holds a copy of the test's
+fake NVML: what it changes there, the test's copy does not see.
+"""
+import fixtures
+from oslo_privsep.test import fixture as privsep_fixture
+
+from gpu_nova_ext import privsep
+
+
+class PrivsepFixture(fixtures.Fixture):
+    """Run the privileged entry points in this process."""
+
+    def _setUp(self):
+        context = privsep.sys_admin_pctxt
+        context.set_client_mode(False)
+        self.addCleanup(context.set_client_mode, True)
+
+
+class ForkedPrivsepFixture(fixtures.Fixture):
+    """Run them in a forked, unprivileged privsep daemon."""
+
+    def _setUp(self):
+        self.useFixture(privsep_fixture.UnprivilegedPrivsepFixture(
+            privsep.sys_admin_pctxt, {}))
