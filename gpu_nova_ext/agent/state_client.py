@@ -28,8 +28,8 @@ import oslo_messaging as messaging
 
 from gpu_nova_ext.agent import payload as agent_payload
 from gpu_nova_ext.conf import agent as agent_conf
+from gpu_nova_ext import messaging as bus
 from gpu_nova_ext.state import rpc
-from gpu_nova_ext.state import transport as bus
 
 LOG = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ class AgentStateEndpoint:
             LOG.exception('Answering resend_gpu_state failed')
 
 
-class AgentStateClient(rpc.RpcServer):
+class AgentStateClient(bus.RpcServer):
     """The agent's side: casts state, answers resend requests.
 
     :param conf: the agent's ConfigOpts (``[agent]`` options,
@@ -78,14 +78,14 @@ class AgentStateClient(rpc.RpcServer):
         self._endpoint = AgentStateEndpoint(on_resend,
                                             bus.host_name(conf))
         super().__init__(conf, conf.agent.agent_topic, self._endpoint,
-                         'GPU agent resend listener')
+                         'GPU agent resend listener', rpc.RPC_API_VERSION)
         self._scheduler_topic = conf.agent.scheduler_topic
         self._client_lock = threading.Lock()
         self._client = None
         self._client_transport = None
         self._client_pid = None
 
-    def start(self, wait: float = rpc.START_WAIT) -> None:
+    def start(self, wait: float = bus.START_WAIT) -> None:
         """Listen (fanout) on the agent topic for ``resend_gpu_state``.
 
         With the message bus unreachable, returns after ``wait`` seconds
@@ -138,7 +138,7 @@ class AgentStateClient(rpc.RpcServer):
     def stop(self) -> None:
         """Stop the listener and release the transports; idempotent."""
         try:
-            self._stop()
+            super().stop()
         finally:
             with self._client_lock:
                 transport = self._client_transport

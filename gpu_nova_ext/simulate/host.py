@@ -127,10 +127,10 @@ class SimulatedHost:
 
     def agent_conf(self) -> cfg.ConfigOpts:
         """The agent's options, set in memory (no file to inject into)."""
-        from gpu_nova_ext.state import rpc
+        from gpu_nova_ext import messaging
         conf = cfg.ConfigOpts()
         gconf.register_agent_opts(conf)
-        rpc.register_messaging_opts(conf)
+        messaging.register_messaging_opts(conf)
         conf([], project='gpu-nova-ext', default_config_files=[],
              default_config_dirs=[])
         # the options of the auth plugin, as keystoneauth registers them

@@ -26,9 +26,9 @@ import testtools
 
 from gpu_nova_ext.agent import payload as agent_payload
 from gpu_nova_ext.agent import state_client
+from gpu_nova_ext import messaging as bus
 from gpu_nova_ext.state import cache as state_cache
 from gpu_nova_ext.state import rpc
-from gpu_nova_ext.state import transport as bus
 from gpu_nova_ext.tests import deadline
 from gpu_nova_ext.tests.functional.state import support
 

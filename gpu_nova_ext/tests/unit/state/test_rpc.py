@@ -26,8 +26,8 @@ from gpu_nova_ext.agent import payload as agent_payload
 from gpu_nova_ext.agent import state_client
 from gpu_nova_ext import conf as gconf
 from gpu_nova_ext.inventory import base
+from gpu_nova_ext import messaging as transport
 from gpu_nova_ext.state import rpc
-from gpu_nova_ext.state import transport
 from gpu_nova_ext.tests import deadline
 
 
@@ -126,14 +126,14 @@ class TestMessagingOpts(testtools.TestCase):
         conf = make_conf(register_messaging=False)
         self.assertRaises(cfg.NoSuchOptError, getattr, conf,
                           'oslo_messaging_tracing')
-        rpc.register_messaging_opts(conf)
-        rpc.register_messaging_opts(conf)   # idempotent
+        transport.register_messaging_opts(conf)
+        transport.register_messaging_opts(conf)   # idempotent
         self.assertFalse(conf.oslo_messaging_tracing.tracing_enabled)
         self.assertFalse(conf.oslo_messaging_metrics.metrics_enabled)
 
     def test_global_conf_unharmed(self):
         # Nova's CONF is cfg.CONF, where oslo.messaging registered them.
-        rpc.register_messaging_opts(cfg.CONF)
+        transport.register_messaging_opts(cfg.CONF)
         self.assertFalse(cfg.CONF.oslo_messaging_tracing.tracing_enabled)
 
     def test_cast_on_private_conf(self):
