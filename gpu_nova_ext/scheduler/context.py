@@ -17,6 +17,7 @@ HostStates per request): a request's plugins share its RequestContext,
 held as long as its RequestSpec (weakly).
 """
 import dataclasses
+import logging as std_logging
 import threading
 from typing import Any
 import weakref
@@ -36,10 +37,6 @@ gconf.register_nova_opts(CONF)
 NONE = gpu_request.NONE
 MAYBE = gpu_request.MAYBE
 
-# [gpu_scheduler] missing_state_policy values
-FAIL_CONSTRAINED = 'fail_constrained'
-PASS = 'pass'
-
 
 @dataclasses.dataclass(eq=False, slots=True, kw_only=True,
                        weakref_slot=True)
@@ -54,6 +51,9 @@ class RequestContext:
     fail_missing: bool         # hard filters reject hosts without state
     policy: str                # intra-host policy (flavor or option)
     project_id: str | None = None   # the request's project (reservations)
+    # what the flavor takes of the host's CPU and RAM (0: no flavor)
+    vcpus: float = 0.0
+    ram_mb: float = 0.0
     # compute node UUID -> its record (or None) for the whole request
     hosts: dict = dataclasses.field(default_factory=dict)
     # filter name -> {GPU fact: passes}
@@ -84,9 +84,10 @@ _contexts_lock = threading.Lock()
 
 def fail_missing(policy: str, req: gpu_request.GpuRequest) -> bool:
     """Whether hard GPU filters reject hosts without live state."""
-    if policy == PASS:
+    # [gpu_scheduler] missing_state_policy
+    if policy == 'pass':
         return False
-    if policy == FAIL_CONSTRAINED:
+    if policy == 'fail_constrained':
         return req.constrained
     return True        # fail_all, and its deprecated name fail
 
@@ -100,7 +101,7 @@ def request_context(spec_obj: Any) -> RequestContext:
         return ctx
     if cache.ensure_started(CONF) and cache.startup_wait > 0:
         # the first request: the agents answer within milliseconds
-        count = cache.wait_for_state(cache.startup_wait)
+        count = cache.listener.wait(cache.startup_wait)
         LOG.info('GPU state listener started; %d GPU state messages '
                  'arrived before the first request', count)
     group = CONF.gpu_scheduler
@@ -113,37 +114,32 @@ def request_context(spec_obj: Any) -> RequestContext:
         oldest=now - cache.ttl,
         fail_missing=fail_missing(group.missing_state_policy, req),
         policy=req.intra_host_policy or group.intra_host_policy,
-        project_id=project)
+        project_id=project,
+        vcpus=float(flavor.vcpus or 0) if flavor is not None else 0.0,
+        ram_mb=float(flavor.memory_mb or 0) if flavor is not None else 0.0)
     with _contexts_lock:
         _contexts[spec_obj] = ctx
     return ctx
 
 
-_missing_lock = threading.Lock()
-# host -> when its missing state was last logged (one entry per host)
-_missing_logged: dict[str, float] = {}
-
-
 def note_missing(ctx: RequestContext, host_state: Any) -> None:
     """Log a host without live GPU state, once per host per state_ttl."""
-    host = host_state.host
-    last = _missing_logged.get(host)
-    if last is not None and 0 <= ctx.now - last < ctx.cache.ttl:
-        return
-    with _missing_lock:
-        _missing_logged[host] = ctx.now
     policy = CONF.gpu_scheduler.missing_state_policy
     if ctx.fail_missing:
-        LOG.warning('No live GPU state for host %(host)s (none received or '
-                    'older than [gpu_scheduler] state_ttl=%(ttl)s s): this '
-                    'GPU request does not land there (missing_state_policy='
-                    '%(policy)s). Check gpu-nova-agent on that host.',
-                    {'host': host, 'ttl': ctx.cache.ttl, 'policy': policy})
+        ctx.cache.log_once(
+            std_logging.WARNING, host_state.host, 'missing',
+            'No live GPU state for host %(host)s (none received or older '
+            'than [gpu_scheduler] state_ttl=%(ttl)s s): this GPU request '
+            'does not land there (missing_state_policy=%(policy)s). Check '
+            'gpu-nova-agent on that host.', repeats=None, ttl=ctx.cache.ttl,
+            policy=policy)
     else:
-        LOG.info('No live GPU state for host %(host)s: GPU requests without '
-                 'gpu: constraints pass it and it weighs as average '
-                 '(missing_state_policy=%(policy)s).',
-                 {'host': host, 'policy': policy})
+        ctx.cache.log_once(
+            std_logging.INFO, host_state.host, 'missing',
+            'No live GPU state for host %(host)s: GPU requests without gpu: '
+            'constraints pass it and it weighs as average '
+            '(missing_state_policy=%(policy)s).', repeats=None,
+            policy=policy)
 
 
 def log_spec_errors(ctx: RequestContext, who: str, errors: tuple) -> None:

@@ -84,13 +84,6 @@ def check_candidate_limit(ctx: request_context.RequestContext,
     return True
 
 
-def reset_candidate_limit_warning() -> None:
-    """Forget that the candidate-limit warning was logged (tests)."""
-    global _limit_warned
-    with _limit_lock:
-        _limit_warned = False
-
-
 class GpuFilter(filters.BaseHostFilter, filters.CandidateFilterMixin):
     """Base of the GPU filters (subclasses: filters.facts).
 

@@ -16,6 +16,7 @@ Design doc: Fragmentation-aware placement (shapes, the mix, how it is
 learned, and a host's fragmentation: the expected free GPU capacity a
 request drawn from the mix could not use there).
 """
+import bisect
 import dataclasses
 import functools
 import threading
@@ -31,6 +32,8 @@ _WHOLE = 1.0 - 1e-6
 _EPS = 1e-9
 # learned shapes whose decayed count falls below this are forgotten
 _FORGET = 1e-3
+# the CPU/RAM subsets of a mix kept (hosts short of CPU or RAM)
+_SUBSETS = 256
 
 
 class Shape(NamedTuple):
@@ -51,15 +54,75 @@ class MixShape:
     units: float      # whole GPUs of a whole shape, else its share of one
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Sums:
+    """The shapes of a mix that fit a host's CPU and RAM, as sums.
+
+    Ascending by units, with the probability of each suffix: one
+    bisection tells the probability of the shapes above a number of units.
+    """
+
+    unfit: float                    # probability of the shapes that do not
+    whole_units: tuple[float, ...]
+    whole_above: tuple[float, ...]  # [k]: of whole_units[k:]
+    part_limits: tuple[float, ...]  # units less the comparisons' slack
+    part_above: tuple[float, ...]
+
+    def whole_strand(self, whole: float, total: float) -> float:
+        """The whole-GPU shapes' expected unusable units.
+
+        With ``whole`` whole GPUs free of ``total`` free units: all of it
+        for a shape asking more whole GPUs, the partial GPUs for others.
+        """
+        above = self.whole_above
+        big = above[bisect.bisect_right(self.whole_units, whole + _EPS)]
+        return big * total + (above[0] - big) * (total - whole)
+
+
+def _sums(whole, part, unfit: float = 0.0) -> _Sums:
+    def above(shapes):
+        out = [0.0]
+        for shape in reversed(shapes):
+            out.append(out[-1] + shape.prob)
+        return tuple(reversed(out))
+    return _Sums(unfit, tuple(s.units for s in whole), above(whole),
+                 tuple(s.units - _EPS for s in part), above(part))
+
+
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class Mix:
     """Shapes with their probabilities (summing to 1), split by kind."""
 
-    whole: tuple[MixShape, ...] = ()   # shapes of whole GPUs
+    whole: tuple[MixShape, ...] = ()   # shapes of whole GPUs, by units
     part: tuple[MixShape, ...] = ()    # shapes under one GPU, by share
+    # derived (make_mix): every shape fits a host with this much free
+    max_vcpus: float = 0.0
+    max_ram_mb: float = 0.0
+    sums: _Sums = dataclasses.field(default=_sums((), ()), compare=False,
+                                    repr=False)
+    # fitting shapes (bools) -> their _Sums, for hosts short of CPU or RAM
+    subsets: dict = dataclasses.field(default_factory=dict, compare=False,
+                                      repr=False)
 
     def __bool__(self):
         return bool(self.whole or self.part)
+
+    def fitting(self, vcpus: float, ram_mb: float) -> _Sums:
+        """The _Sums of the shapes a host with this much free can take."""
+        if vcpus >= self.max_vcpus and ram_mb >= self.max_ram_mb:
+            return self.sums
+        shapes = self.whole + self.part
+        key = tuple(s.vcpus <= vcpus and s.ram_mb <= ram_mb for s in shapes)
+        found = self.subsets.get(key)
+        if found is None:
+            if len(self.subsets) >= _SUBSETS:
+                self.subsets.clear()
+            found = self.subsets[key] = _sums(
+                [s for s, fits in zip(self.whole, key) if fits],
+                [s for s, fits in zip(self.part, key[len(self.whole):])
+                 if fits],
+                sum(s.prob for s, fits in zip(shapes, key) if not fits))
+        return found
 
 
 EMPTY = Mix()
@@ -71,42 +134,38 @@ def make_mix(weights: Iterable[tuple[Shape, float]]) -> Mix:
     total = sum(w for _, w in pairs)
     shapes = [MixShape(prob=w / total, vcpus=s.vcpus, ram_mb=s.ram_mb,
                        units=s.units) for s, w in pairs]
-    return Mix(whole=tuple(s for s in shapes if s.units >= _WHOLE),
-               part=tuple(s for s in shapes if s.units < _WHOLE))
+    whole = tuple(s for s in shapes if s.units >= _WHOLE)
+    part = tuple(s for s in shapes if s.units < _WHOLE)
+    return Mix(whole=whole, part=part,
+               max_vcpus=max((s.vcpus for s in shapes), default=0.0),
+               max_ram_mb=max((s.ram_mb for s in shapes), default=0.0),
+               sums=_sums(whole, part))
 
 
 def fragmentation(free: Iterable[float], vcpus: float, ram_mb: float,
                   mix: Mix) -> float:
     """A host's expected unusable free GPU units under ``mix``.
 
+    A shape its CPU or RAM cannot take finds all of them unusable; a
+    whole-GPU shape all when it asks more whole GPUs than are free, else
+    the partly used ones; a vGPU shape the GPUs with less free than its
+    share.
+
     :param free: free units per GPU (1 for a whole free GPU).
     :param vcpus: free vCPUs of the host (allocation ratio applied);
         ``ram_mb`` likewise.
     """
-    free = sorted(f for f in free if f > 0)
+    free = [f for f in free if f > 0]
     total = sum(free)
-    if total <= 0:
+    if total <= 0 or not mix:
         return 0.0
-    whole = sum(1 for f in free if f >= _WHOLE)
-    partial = total - whole
-    out = 0.0
-    for shape in mix.whole:
-        if (shape.vcpus > vcpus or shape.ram_mb > ram_mb
-                or shape.units > whole + _EPS):
-            out += shape.prob * total
-        else:
-            out += shape.prob * partial
-    # part shapes ascend by share, free ascends: one walk
-    below = 0.0
-    i, n = 0, len(free)
-    for shape in mix.part:
-        if shape.vcpus > vcpus or shape.ram_mb > ram_mb:
-            out += shape.prob * total
-            continue
-        while i < n and free[i] < shape.units - _EPS:
-            below += free[i]
-            i += 1
-        out += shape.prob * below
+    sums = mix.fitting(vcpus, ram_mb)
+    out = sums.unfit * total + sums.whole_strand(
+        sum(1 for f in free if f >= _WHOLE), total)
+    # the part shapes asking more than f: part_above[bisect(limits, f)]
+    above, limits = sums.part_above, sums.part_limits
+    for f in free:
+        out += f * above[bisect.bisect_right(limits, f)]
     return out
 
 
@@ -123,28 +182,19 @@ def share_costs(free: list[float], vcpus: float, ram_mb: float, mix: Mix,
     free = [f for f in free if f > 0]
     total = sum(free) - share
     whole = sum(1 for f in free if f >= _WHOLE)
+    sums = mix.fitting(vcpus, ram_mb)
     # whole-GPU shapes: the share from a whole GPU (one fewer) or not
-    from_whole = from_part = 0.0
-    for shape in mix.whole:
-        if shape.vcpus <= vcpus and shape.ram_mb <= ram_mb:
-            from_whole += shape.prob * (
-                total if shape.units > whole - 1 + _EPS
-                else total - (whole - 1))
-            from_part += shape.prob * (
-                total if shape.units > whole + _EPS else total - whole)
-    part = [(shape.prob, shape.units - _EPS) for shape in mix.part
-            if shape.vcpus <= vcpus and shape.ram_mb <= ram_mb]
+    from_whole = sums.whole_strand(whole - 1, total)
+    from_part = sums.whole_strand(whole, total)
+    above, limits = sums.part_above, sums.part_limits
+    where = bisect.bisect_right
     out = {}
     for f in free:
         if f not in out:
             after = max(0.0, f - share)
-            cost = from_whole if f >= _WHOLE else from_part
-            for prob, limit in part:
-                if after < limit:
-                    cost += prob * after
-                if f < limit:
-                    cost -= prob * f
-            out[f] = cost
+            out[f] = ((from_whole if f >= _WHOLE else from_part)
+                      + after * above[where(limits, after)]
+                      - f * above[where(limits, f)])
     return out
 
 
@@ -212,8 +262,7 @@ def request_mix(ctx: Any, claim: Any) -> Mix:
     if not claim.gpus:
         # not kept: a later host of the request may draw a GPU
         return learned.mix()
-    vcpus, ram = flavor_cpu_ram(ctx)
-    learned.learn(Shape(sum(claim.taken().values()), vcpus, ram),
+    learned.learn(Shape(sum(claim.taken().values()), ctx.vcpus, ctx.ram_mb),
                   group.fragmentation_mix_decay)
     ctx.mix = learned.mix()
     return ctx.mix
@@ -227,13 +276,6 @@ def free_cpu_ram(host_state: Any) -> tuple[float, float]:
     ram = total_ram * (host_state.ram_allocation_ratio or 1.0) - (
         total_ram - (host_state.free_ram_mb or 0))
     return vcpus, ram
-
-
-def flavor_cpu_ram(ctx: Any) -> tuple[float, float]:
-    """(vCPUs, RAM MiB) the request's flavor takes; zeros without one."""
-    if ctx.flavor is None:
-        return 0.0, 0.0
-    return float(ctx.flavor.vcpus or 0), float(ctx.flavor.memory_mb or 0)
 
 
 def gpu_free(record: Any, host_state: Any) -> list[float]:

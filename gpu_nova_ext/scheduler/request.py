@@ -178,19 +178,6 @@ UNKNOWN_KEY_FILTER = 'GpuModelFilter'
 CONSTRAINT_FIELDS = tuple(k.field for k in KEYS.values() if k.constrains)
 
 
-# value parsers: the extra spec's string -> the value, or ValueError
-parse_models = KEYS['gpu:model'].parse
-parse_vendor = KEYS['gpu:vendor'].parse
-parse_mode = KEYS['gpu:mode'].parse
-parse_vgpu_types = KEYS['gpu:vgpu_type'].parse
-parse_memory = KEYS['gpu:memory_min'].parse
-parse_cuda_cc = KEYS['gpu:cuda_cc_min'].parse
-parse_driver = KEYS['gpu:driver_min'].parse
-parse_health = KEYS['gpu:health'].parse
-parse_policy = KEYS['gpu:intra_host_policy'].parse
-parse_power_profile = KEYS['gpu:power_profile'].parse
-
-
 def misspelt(key: str) -> str | None:
     """``GPU:model``, `` gpu:model`` -> ``gpu:model``; None if right/other."""
     if key.startswith(PREFIX) or ':' not in key:

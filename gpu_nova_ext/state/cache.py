@@ -121,10 +121,6 @@ class GpuStateCache:
         """Stop this process's listener; idempotent."""
         self.listener.stop()
 
-    @property
-    def started(self) -> bool:
-        return self.listener.running
-
     def ensure_started(self, conf: cfg.ConfigOpts) -> bool:
         """Apply ``conf``; start the listener if configured; never raises.
 
@@ -133,10 +129,6 @@ class GpuStateCache:
         if self._conf is not conf:
             self.configure(conf)
         return self.listener.ensure_started(conf)
-
-    def wait_for_state(self, timeout: float, quiet: float = 0.25) -> int:
-        """Wait while answers arrive (see rpc.StateListener.wait)."""
-        return self.listener.wait(timeout, quiet)
 
     # -- ingestion -----------------------------------------------------
 
@@ -160,9 +152,9 @@ class GpuStateCache:
             self.listener.arrived()
             return True
         if reason:
-            self._warn_once(schema.host_of(message), 'rejected',
-                            'Rejected GPU state message from %(host)s: '
-                            '%(reason)s', reason=reason)
+            self.log_once(std_logging.WARNING, schema.host_of(message),
+                          'rejected', 'Rejected GPU state message from '
+                          '%(host)s: %(reason)s', reason=reason)
         return False
 
     def _update(self, message: Any, now: float) -> bool | str | None:
@@ -282,17 +274,22 @@ class GpuStateCache:
             LOG.warning('Could not ask %(host)s for its GPU facts: %(err)s',
                         {'host': host, 'err': exc})
 
-    def _warn_once(self, host: str, what: str, msg: str, **kw) -> None:
-        """A warning at most once per host and kind per ``state_ttl``."""
+    def log_once(self, level: int, host: str, what: str, msg: str,
+                 repeats: int | None = std_logging.DEBUG, **kw) -> None:
+        """Log at ``level`` once per host and kind per ``state_ttl``.
+
+        :param repeats: the level of the repeats (None: not logged).
+        """
         now = self.clock()
         last = self._logged.get((host, what))
         if last is not None and 0 <= now - last < self.ttl:
-            LOG.debug(msg, dict(kw, host=host))
+            if repeats is not None:
+                LOG.log(repeats, msg, dict(kw, host=host))
             return
         if len(self._logged) >= _TABLE_LIMIT:
             self._logged.clear()
         self._logged[(host, what)] = now
-        LOG.warning(msg, dict(kw, host=host))
+        LOG.log(level, msg, dict(kw, host=host))
 
     def remove(self, host: str) -> None:
         """Forget a host's state (tools, tests)."""
@@ -314,11 +311,8 @@ class GpuStateCache:
     def host_record(self, name: str,
                     now: float | None = None) -> records.HostRecord | None:
         """Live record by host, nodename or root provider UUID."""
-        host = self._index.get(name)
-        record = self._records.get(host) if host is not None else None
-        if record is None or record.received_at < self.oldest_live(now):
-            return None
-        return record
+        return self._live_record(self._index.get(name),
+                                 self.oldest_live(now))
 
     def lookup(self, host_state: Any,
                oldest: float) -> records.HostRecord | None:
@@ -330,10 +324,12 @@ class GpuStateCache:
         :param oldest: :meth:`oldest_live`, computed once per request.
         """
         index = self._index
-        host = (index.get(host_state.uuid) or index.get(host_state.nodename)
-                or index.get(host_state.host))
-        if host is None:
-            return None
+        return self._live_record(
+            index.get(host_state.uuid) or index.get(host_state.nodename)
+            or index.get(host_state.host), oldest)
+
+    def _live_record(self, host: str | None,
+                     oldest: float) -> records.HostRecord | None:
         record = self._records.get(host)
         if record is None or record.received_at < oldest:
             return None

@@ -230,13 +230,9 @@ class HostRecord:
     thermal_headroom: tuple[float | None, ...]  # degrees C below slowdown
     power_headroom: tuple[float | None, ...]    # 0..1 of the power limit
     free_units: float                  # over usable GPUs
-    total_units: float                 # GPUs that are not unhealthy
     idle_gpus: int                     # usable GPUs with nothing on them
     # usable whole GPUs whose use the agent does not tell (no assigned)
     passthrough_unknown: tuple[GpuFacts, ...]
-    mean_utilization: float | None     # over usable GPUs
-    max_thermal_headroom: float | None
-    max_power_headroom: float | None
     health_groups: dict[int, tuple[str, ...]]
     # policy -> order(policy), filled on first use
     orders: dict = dataclasses.field(default_factory=dict)
@@ -272,24 +268,29 @@ class HostRecord:
 
     def _order(self, policy: str) -> tuple[dict, tuple]:
         # per GPU: the value a policy puts first (None: last)
-        first = {'spread': [-f for f in self.free], 'pack': self.free,
-                 'coolest': [None if h is None else -h
-                             for h in self.thermal_headroom],
-                 'least_loaded': self.utilization}[policy]
-
-        def key(g):
-            value = first[g.index]
-            return (self.health_rank[g.index],
-                    ORDER_LAST if value is None else value, g.pci_address)
-        ordered = sorted(self.facts.gpus, key=key)
-        ranks = {}
+        if policy == 'pack':
+            first = self.free
+        elif policy == 'spread':
+            first = [-f for f in self.free]
+        elif policy == 'coolest':
+            first = [None if h is None else -h
+                     for h in self.thermal_headroom]
+        elif policy == 'least_loaded':
+            first = self.utilization
+        else:
+            raise KeyError(policy)
+        health = self.health_rank
+        ordered = sorted(self.facts.gpus, key=lambda g: (
+            health[g.index],
+            ORDER_LAST if first[g.index] is None else first[g.index],
+            g.pci_address))
+        ranks = {rp: rank for rank, gpu in enumerate(ordered)
+                 for rp in gpu.provider_uuids}
+        best = tuple(ranks)
         root = self.facts.root_provider_uuid
         if root:
             ranks[root] = ORDER_LAST
-        for rank, gpu in enumerate(ordered):
-            for rp in gpu.provider_uuids:
-                ranks[rp] = rank
-        return ranks, tuple(rp for g in ordered for rp in g.provider_uuids)
+        return ranks, best
 
 
 def _headrooms(values: dict | None) -> tuple:
@@ -321,32 +322,21 @@ def host_record(facts: HostFacts, dynamic: list, *, generated_at: float,
     """
     ranks, free, utils, temps, powers = [], [], [], [], []
     passthrough = []
-    util_sum, util_count = 0.0, 0
-    thermal = power = None
     for gpu, state in zip(facts.gpus, dynamic):
         rank = schema.HEALTH_RANK[state['health']['state']]
         assigned = state.get('assigned')
         units = gpu.capacity
         if rank == 2 or (assigned and gpu.whole):
             units = 0.0
+        elif (assigned is None and gpu.mode == naming.MODE_PASSTHROUGH
+                and gpu.provider_uuids):
+            passthrough.append(gpu)
         util, temp, watts = _headrooms(state.get('metrics'))
         ranks.append(rank)
         free.append(units)
         utils.append(util)
         temps.append(temp)
         powers.append(watts)
-        if rank < 2:
-            if (assigned is None and gpu.mode == naming.MODE_PASSTHROUGH
-                    and gpu.provider_uuids):
-                passthrough.append(gpu)
-            if util is not None:
-                util_sum += util
-                util_count += 1
-            if temp is not None and (thermal is None or temp > thermal):
-                thermal = temp
-            if watts is not None and (power is None or watts > power):
-                power = watts
-    usable = [i for i, rank in enumerate(ranks) if rank < 2]
     health_groups: dict[int, list[str]] = {}
     for gpu, rank in zip(facts.gpus, ranks):
         health_groups.setdefault(rank, []).extend(gpu.provider_uuids)
@@ -356,11 +346,8 @@ def host_record(facts: HostFacts, dynamic: list, *, generated_at: float,
         health_rank=tuple(ranks), free=tuple(free),
         utilization=tuple(utils), thermal_headroom=tuple(temps),
         power_headroom=tuple(powers),
-        free_units=sum(free[i] for i in usable),
-        total_units=float(len(usable)),
-        idle_gpus=sum(1 for i in usable if free[i] >= 1.0),
+        # an unhealthy GPU has nothing free
+        free_units=sum(free), idle_gpus=sum(1 for f in free if f >= 1.0),
         passthrough_unknown=tuple(passthrough),
-        mean_utilization=util_sum / util_count if util_count else None,
-        max_thermal_headroom=thermal, max_power_headroom=power,
         health_groups={rank: tuple(rps)
                        for rank, rps in health_groups.items()})

@@ -48,31 +48,26 @@ def _fragmentation_order(record, host_state, ctx):
     vGPU ranks each GPU by the host's fragmentation after taking its share
     there (design doc: Fragmentation-aware placement), then as ``pack``.
     """
-    ranks, best = record.order('pack')
     claim = weighing.claim(record, host_state)
     if len(claim.gpus) != 1:
-        return ranks, best
+        return record.order('pack')
     share = claim.taken()[claim.gpus[0].index]
-    if share >= 1.0:
-        return ranks, best
-    mix = fragmentation.request_mix(ctx, claim)
+    mix = fragmentation.request_mix(ctx, claim) if share < 1.0 else None
     if not mix:
-        return ranks, best
+        return record.order('pack')
     free = fragmentation.gpu_free(record, host_state)
     vcpus, ram = fragmentation.free_cpu_ram(host_state)
-    cpu, mem = fragmentation.flavor_cpu_ram(ctx)
     # free units of a GPU -> how taking the share there fragments
-    cost = fragmentation.share_costs(free, vcpus - cpu, ram - mem, mix,
-                                     share)
+    cost = fragmentation.share_costs(free, vcpus - ctx.vcpus,
+                                     ram - ctx.ram_mb, mix, share).get
+    health, least = record.health_rank, record.free
+    # then as pack (records.HostRecord.order): least free, PCI address
     order = sorted(record.gpus, key=lambda g: (
-        record.health_rank[g.index], cost.get(free[g.index], _LAST),
-        ranks.get(g.provider_uuids[0], _LAST) if g.provider_uuids
-        else _LAST))
-    out = dict.fromkeys(ranks, _LAST)
-    for rank, gpu in enumerate(order):
-        for rp in gpu.provider_uuids:
-            out[rp] = rank
-    return out, tuple(rp for g in order for rp in g.provider_uuids)
+        health[g.index], cost(free[g.index], _LAST), least[g.index],
+        g.pci_address))
+    ranks = {rp: rank for rank, gpu in enumerate(order)
+             for rp in gpu.provider_uuids}
+    return ranks, tuple(ranks)
 
 
 class GpuCandidateOrderFilter(filtering.GpuFilter):

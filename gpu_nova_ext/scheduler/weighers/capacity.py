@@ -81,6 +81,5 @@ class GpuFragmentationWeigher(weighing.GpuWeigher):
         before = fragmentation.fragmentation(free, vcpus, ram, mix)
         for index, units in claim.taken().items():
             free[index] = max(0.0, free[index] - units)
-        cpu, mem = fragmentation.flavor_cpu_ram(ctx)
         return before - fragmentation.fragmentation(
-            free, vcpus - cpu, ram - mem, mix)
+            free, vcpus - ctx.vcpus, ram - ctx.ram_mb, mix)

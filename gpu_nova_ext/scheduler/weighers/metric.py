@@ -19,12 +19,12 @@ class GpuMetricWeigher(weighing.GpuWeigher):
     """Weigh hosts by a metric of the claimed GPUs.
 
     Raw value: the metric of the claimed GPUs, their mean or their least;
-    the host's value over its usable GPUs when the claim maps to none.
+    when the claim maps to none, over the host's usable GPUs their mean or
+    their best.
     """
 
     METRIC = ''          # a HostRecord per-GPU tuple
-    HOST = ''            # the HostRecord value over the usable GPUs
-    MEAN = False         # the claimed GPUs' mean, else their least
+    MEAN = False         # the mean, else the least claimed, best usable
     IDLE = False         # weigh 1 - the metric (a load, not a headroom)
 
     def value(self, claim, ctx):
@@ -34,14 +34,15 @@ class GpuMetricWeigher(weighing.GpuWeigher):
         per_gpu = getattr(record, self.METRIC)
         values = [v for v in (per_gpu[g.index] for g in claim.gpus)
                   if v is not None]
+        pick = min
         if not values:
-            value = getattr(record, self.HOST)
-        elif self.MEAN:
-            value = sum(values) / len(values)
-        else:
-            value = min(values)
-        if value is None:
-            return None
+            rank = record.health_rank
+            values = [v for i, v in enumerate(per_gpu)
+                      if v is not None and rank[i] < 2]
+            pick = max
+            if not values:
+                return None
+        value = sum(values) / len(values) if self.MEAN else pick(values)
         return 1.0 - value if self.IDLE else value
 
 
@@ -50,7 +51,6 @@ class GpuUtilizationWeigher(GpuMetricWeigher):
 
     OPTION = 'utilization_weight_multiplier'
     METRIC = 'utilization'
-    HOST = 'mean_utilization'
     MEAN = True
     IDLE = True
 
@@ -60,7 +60,6 @@ class GpuThermalWeigher(GpuMetricWeigher):
 
     OPTION = 'thermal_weight_multiplier'
     METRIC = 'thermal_headroom'
-    HOST = 'max_thermal_headroom'
 
 
 class GpuPowerWeigher(GpuMetricWeigher):
@@ -68,4 +67,3 @@ class GpuPowerWeigher(GpuMetricWeigher):
 
     OPTION = 'power_weight_multiplier'
     METRIC = 'power_headroom'
-    HOST = 'max_power_headroom'

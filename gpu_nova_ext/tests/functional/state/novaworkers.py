@@ -76,7 +76,7 @@ class SchedulerWorker(oslo_service.Service):
         seen = deadline.wait_for(
             lambda: self.expect <= set(cache.hosts()))
         _OUT.write(json.dumps({
-            'worker': os.getpid(), 'started': cache.started,
+            'worker': os.getpid(), 'started': cache.listener.running,
             'hosts': cache.hosts(), 'complete': bool(seen),
             'eventlet_imported': 'eventlet' in sys.modules,
             'threads': sorted({t.name.split('-')[0]

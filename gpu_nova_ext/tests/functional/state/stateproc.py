@@ -150,7 +150,7 @@ def run_workers(args, conf) -> None:
                 cache.ensure_started(conf)
                 seen = deadline.wait_for(
                     lambda: expect <= set(cache.hosts()))
-                _say(worker=os.getpid(), started=cache.started,
+                _say(worker=os.getpid(), started=cache.listener.running,
                      hosts=cache.hosts())
                 cache.stop()
                 code = 0 if seen else 3
@@ -159,7 +159,7 @@ def run_workers(args, conf) -> None:
         pids.append(pid)
     codes = [os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
              for pid in pids]
-    _say(parent_started=cache.started, exit_codes=codes)
+    _say(parent_started=cache.listener.running, exit_codes=codes)
 
 
 def main(argv=None) -> int:

@@ -141,7 +141,8 @@ class TestExtraSpecs(testtools.TestCase):
                            ('4096', 4096), ('4096mib', 4096)):
             written = specs(memory_min=given)['gpu:memory_min']
             self.assertNotIn(' ', written)
-            self.assertEqual(mib, request.parse_memory(written))
+            self.assertEqual(
+                mib, request.KEYS['gpu:memory_min'].parse(written))
 
     def test_every_value_of_the_registry(self):
         # each enumerated value and each sample of a free-form key gives

@@ -35,7 +35,6 @@ class PluginTestCase(base.BaseTestCase):
         self.flags(state_listener=False, group='gpu_scheduler')
         state_cache.reset_cache()
         self.addCleanup(state_cache.reset_cache)
-        sched_context._missing_logged.clear()
         self.now = 1000.0
         self.cache = state_cache.get_cache()
         self.cache.clock = lambda: self.now

@@ -14,6 +14,9 @@
 """The fragmentation-aware policy on real Nova objects: the request mix,
 GpuFragmentationWeigher, the ``fragmentation`` intra-host policy and the
 candidate-limit warning."""
+import random
+
+import fixtures
 from nova.scheduler import weights as nova_weights
 
 from gpu_nova_ext.scheduler import filtering
@@ -77,6 +80,70 @@ class TestFragmentation(base.PluginTestCase):
             [1.0], 64, 1024, fragmentation.EMPTY))
         self.assertEqual(0.0, fragmentation.fragmentation(
             [0.0, 0.0], 0, 0, _mix((1, 4, 8192, 1))))
+
+
+def _by_definition(free, vcpus, ram_mb, mix):
+    """A host's fragmentation straight from its definition.
+
+    Shape by shape (design doc: Fragmentation-aware placement).
+    """
+    free = [f for f in free if f > 0]
+    total = sum(free)
+    whole = sum(1 for f in free if f >= 1.0 - 1e-6)
+    out = 0.0
+    for shape in mix.whole + mix.part:
+        if shape.vcpus > vcpus or shape.ram_mb > ram_mb:
+            out += shape.prob * total
+        elif shape.units >= 1.0 - 1e-6:
+            out += shape.prob * (total if shape.units > whole + 1e-9
+                                 else total - whole)
+        else:
+            out += shape.prob * sum(f for f in free
+                                    if f < shape.units - 1e-9)
+    return out
+
+
+class TestFragmentationSums(base.PluginTestCase):
+    """The suffix sums against the definition, on seeded random hosts."""
+
+    def _cases(self, count=300):
+        rng = random.Random(36)
+        for _ in range(count):
+            shapes = [(rng.choice([0.125, 0.25, 0.5, 1, 2, 4, 8]),
+                       rng.choice([2, 4, 16, 32]),
+                       rng.choice([2048, 8192, 65536]),
+                       rng.randint(1, 9)) for _ in range(rng.randint(1, 8))]
+            # eighths: the free capacity of 1/8 vGPUs
+            free = [rng.randint(0, 8) / 8 for _ in range(rng.randint(1, 8))]
+            yield (_mix(*shapes), free, rng.choice([1, 8, 24, 64]),
+                   rng.choice([4096, 32768, 262144]))
+
+    def test_fragmentation_is_its_definition(self):
+        for mix, free, vcpus, ram in self._cases():
+            self.assertAlmostEqual(
+                _by_definition(free, vcpus, ram, mix),
+                fragmentation.fragmentation(free, vcpus, ram, mix),
+                places=9, msg='%s free=%s' % (mix, free))
+
+    def test_share_costs_rank_gpus_as_fragmentation_after(self):
+        # taking the share on GPU i or j changes the host's fragmentation
+        # by what share_costs says, up to the same term for every GPU
+        for mix, free, vcpus, ram in self._cases():
+            share = 0.125
+            usable = [i for i, f in enumerate(free) if f >= share]
+            costs = fragmentation.share_costs(free, vcpus, ram, mix, share)
+            after = {}
+            for i in usable:
+                taken = list(free)
+                taken[i] -= share
+                after[i] = fragmentation.fragmentation(taken, vcpus, ram,
+                                                       mix)
+            for i in usable:
+                for j in usable:
+                    self.assertAlmostEqual(
+                        after[i] - after[j],
+                        costs[free[i]] - costs[free[j]], places=9,
+                        msg='%s free=%s' % (mix, free))
 
 
 class TestMixLearner(base.PluginTestCase):
@@ -284,8 +351,9 @@ class TestCandidateLimitWarning(base.PluginTestCase):
 
     def setUp(self):
         super().setUp()
-        filtering.reset_candidate_limit_warning()
-        self.addCleanup(filtering.reset_candidate_limit_warning)
+        # once per process: a process that has not warned yet
+        self.useFixture(fixtures.MockPatchObject(filtering, '_limit_warned',
+                                                 False))
         self.flags(max_placement_results=4, group='scheduler')
         for h in ('a', 'b'):
             self.add_host(h, [no.gpu_state(h, i) for i in range(2)])

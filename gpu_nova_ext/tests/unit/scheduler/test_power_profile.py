@@ -67,11 +67,12 @@ class TestRule(base.PluginTestCase):
     def test_parser_and_validator_agree(self):
         validator = {v.name: v for v in extra_specs.VALIDATORS}[
             'gpu:power_profile']
+        parse = request.KEYS['gpu:power_profile'].parse
         for good in ('balanced', 'max-performance', '250W', '80%'):
-            self.assertEqual(good, request.parse_power_profile(good))
+            self.assertEqual(good, parse(good))
             validator.validate('gpu:power_profile', good)
         for bad in ('Balanced', 'turbo', '250', ' 80%'):
-            self.assertRaises(ValueError, request.parse_power_profile, bad)
+            self.assertRaises(ValueError, parse, bad)
             exc = self.assertRaises(nova_exception.ValidationError,
                                     validator.validate,
                                     'gpu:power_profile', bad)

@@ -21,32 +21,36 @@ from gpu_nova_ext.tests.unit.scheduler import base
 from gpu_nova_ext.tests.unit.scheduler import nova_objects as no
 
 
+def _parse(key, value):
+    return request.KEYS[key].parse(value)
+
+
 class TestValueParsers(base.PluginTestCase):
 
     def test_memory(self):
-        self.assertEqual(16384, request.parse_memory('16384'))
-        self.assertEqual(16384, request.parse_memory('16GB'))
-        self.assertEqual(16384, request.parse_memory('16 GiB'))
-        self.assertEqual(512, request.parse_memory('512MiB'))
-        self.assertEqual(512, request.parse_memory('512mb'))
+        self.assertEqual(16384, _parse('gpu:memory_min', '16384'))
+        self.assertEqual(16384, _parse('gpu:memory_min', '16GB'))
+        self.assertEqual(16384, _parse('gpu:memory_min', '16 GiB'))
+        self.assertEqual(512, _parse('gpu:memory_min', '512MiB'))
+        self.assertEqual(512, _parse('gpu:memory_min', '512mb'))
         for bad in ('', '16TB', '-1', '1.5GB', 'GB', '16 G'):
-            self.assertRaises(ValueError, request.parse_memory, bad)
+            self.assertRaises(ValueError, _parse, 'gpu:memory_min', bad)
 
     def test_models(self):
         self.assertEqual(('A100', 'H100_SXM5'),
-                         request.parse_models('A100, nvidia h100-sxm5'))
+                         _parse('gpu:model', 'A100, nvidia h100-sxm5'))
         for bad in ('', 'A100,,H100', ',', '!x'):
-            self.assertRaises(ValueError, request.parse_models, bad)
+            self.assertRaises(ValueError, _parse, 'gpu:model', bad)
 
     def test_versions(self):
-        self.assertEqual((8, 0), request.parse_cuda_cc('8.0'))
-        self.assertEqual((12, 10), request.parse_cuda_cc('12.10'))
+        self.assertEqual((8, 0), _parse('gpu:cuda_cc_min', '8.0'))
+        self.assertEqual((12, 10), _parse('gpu:cuda_cc_min', '12.10'))
         for bad in ('8', '8.0.1', 'x.y', ''):
-            self.assertRaises(ValueError, request.parse_cuda_cc, bad)
-        self.assertEqual((550, 54, 15), request.parse_driver('550.54.15'))
-        self.assertEqual((550,), request.parse_driver('550'))
+            self.assertRaises(ValueError, _parse, 'gpu:cuda_cc_min', bad)
+        self.assertEqual((550, 54, 15), _parse('gpu:driver_min', '550.54.15'))
+        self.assertEqual((550,), _parse('gpu:driver_min', '550'))
         for bad in ('550.', 'r550', '', '1.2.3.4.5'):
-            self.assertRaises(ValueError, request.parse_driver, bad)
+            self.assertRaises(ValueError, _parse, 'gpu:driver_min', bad)
 
     def test_registry(self):
         import dataclasses
@@ -75,14 +79,16 @@ class TestValueParsers(base.PluginTestCase):
                           'power_profile'), request.CONSTRAINT_FIELDS)
 
     def test_enums(self):
-        self.assertEqual('nvidia', request.parse_vendor('nvidia'))
-        self.assertRaises(ValueError, request.parse_vendor, 'matrox')
-        self.assertEqual('vgpu', request.parse_mode('vgpu'))
-        self.assertRaises(ValueError, request.parse_mode, 'mig')
-        self.assertEqual('degraded_ok', request.parse_health('degraded_ok'))
-        self.assertRaises(ValueError, request.parse_health, 'sick')
-        self.assertEqual('least_loaded', request.parse_policy('least_loaded'))
-        self.assertRaises(ValueError, request.parse_policy, 'random')
+        self.assertEqual('nvidia', _parse('gpu:vendor', 'nvidia'))
+        self.assertRaises(ValueError, _parse, 'gpu:vendor', 'matrox')
+        self.assertEqual('vgpu', _parse('gpu:mode', 'vgpu'))
+        self.assertRaises(ValueError, _parse, 'gpu:mode', 'mig')
+        self.assertEqual('degraded_ok', _parse('gpu:health', 'degraded_ok'))
+        self.assertRaises(ValueError, _parse, 'gpu:health', 'sick')
+        self.assertEqual('least_loaded',
+                         _parse('gpu:intra_host_policy', 'least_loaded'))
+        self.assertRaises(ValueError, _parse, 'gpu:intra_host_policy',
+                          'random')
 
     def test_one_value_rule_with_the_api(self):
         # issue 16.5: nova-api refused these and the scheduler took them

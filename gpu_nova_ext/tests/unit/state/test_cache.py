@@ -172,7 +172,6 @@ class TestIngestion(CacheTestCase):
         record = self.cache.host_record('a')
         self.assertEqual((0.25, 0.0, 0.0, 1.0), record.free)
         self.assertEqual(1.25, record.free_units)
-        self.assertEqual(3.0, record.total_units)
         self.assertEqual(1, record.idle_gpus)
         self.assertEqual([no.rp_uuid('a', no.pci(3))],
                          [g.provider_uuids[0]
@@ -309,14 +308,14 @@ class TestWaitForState(testtools.TestCase):
         thread = threading.Thread(target=agents)
         thread.start()
         started.set()
-        count = cache.wait_for_state(30.0, quiet=5.0)
+        count = cache.listener.wait(30.0, quiet=5.0)
         thread.join()
         self.assertEqual(6, count)      # facts and metrics of each
 
     def test_nothing_arrives(self):
         # issue 15.2: no agent answers, the wait ends after quiet
         cache = state_cache.GpuStateCache()
-        self.assertEqual(0, cache.wait_for_state(30.0, quiet=0.01))
+        self.assertEqual(0, cache.listener.wait(30.0, quiet=0.01))
 
 
 class TestSingletonAndListener(testtools.TestCase):
@@ -356,7 +355,7 @@ class TestSingletonAndListener(testtools.TestCase):
         cache = state_cache.get_cache()
         cache.ensure_started(self._conf(state_listener=False,
                                         state_ttl=42))
-        self.assertFalse(cache.started)
+        self.assertFalse(cache.listener.running)
         self.assertEqual(42, cache.ttl)
 
     def test_ensure_started_never_raises_and_logs_once(self):
@@ -364,7 +363,7 @@ class TestSingletonAndListener(testtools.TestCase):
         cache = state_cache.get_cache()
         self.assertFalse(cache.ensure_started(conf))
         self.assertFalse(cache.ensure_started(conf))
-        self.assertFalse(cache.started)
+        self.assertFalse(cache.listener.running)
         self.assertEqual(1, self.log.output.count(
             'GPU state listener could not start'))
 
@@ -372,10 +371,10 @@ class TestSingletonAndListener(testtools.TestCase):
         conf = self._conf(transport_url='fake:/')
         cache = state_cache.get_cache()
         self.assertTrue(cache.ensure_started(conf))
-        self.assertTrue(cache.started)
+        self.assertTrue(cache.listener.running)
         self.assertFalse(cache.ensure_started(conf))
         state_cache.reset_cache()
-        self.assertFalse(cache.started)
+        self.assertFalse(cache.listener.running)
         cache.stop()
 
     def test_listener_stops_with_the_plugins(self):
@@ -389,10 +388,10 @@ class TestSingletonAndListener(testtools.TestCase):
         self.assertTrue(cache.ensure_started(conf))
         del plugins[0]
         gc.collect()
-        self.assertTrue(cache.started)
+        self.assertTrue(cache.listener.running)
         del plugins[0]
         gc.collect()
-        self.assertFalse(cache.started)
+        self.assertFalse(cache.listener.running)
 
     def test_explicit_start_is_stopped_explicitly(self):
         from gpu_nova_ext.scheduler.filters import facts
@@ -402,9 +401,9 @@ class TestSingletonAndListener(testtools.TestCase):
         cache.start(conf)
         del plugin
         gc.collect()
-        self.assertTrue(cache.started)
+        self.assertTrue(cache.listener.running)
         cache.stop()
-        self.assertFalse(cache.started)
+        self.assertFalse(cache.listener.running)
 
 
 class TestSwappedMessages(CacheTestCase):
