@@ -134,8 +134,12 @@ class TestProblem(testtools.TestCase):
         metrics['gpus'][0]['metrics']['power_limit_w'] = 10 ** 400
         self.assertIn('gpus[0].metrics.power_limit_w',
                       schema.problem(metrics, 64))
-        self.assertIn('data.gpus must contain less than or equal to 1 '
-                      'items', schema.problem(facts, 1))
+        self.assertEqual('data.gpus: fails maxItems 1',
+                         schema.problem(facts, 1))
+        metrics['gpus'][0]['metrics']['power_limit_w'] = 300
+        metrics['gpus'][1]['health']['state'] = 'sick'
+        self.assertIn('data.gpus[1].health.state: "sick" is not one of',
+                      schema.problem(metrics, 64))
         self.assertIn("state protocol '2.0'",
                       schema.problem(dict(facts, version='2.0'), 64))
         self.assertIn("kind 'stats'",
@@ -148,8 +152,7 @@ class TestProblem(testtools.TestCase):
     def test_constants_come_from_the_schema(self):
         self.assertEqual(('healthy', 'degraded', 'unhealthy'),
                          schema.HEALTH_STATES)
-        self.assertEqual((0.0, 100.0),
-                         schema.METRIC_RANGES['utilization_pct'])
+        self.assertIn('utilization_pct', schema.SCHEDULER_METRICS)
         self.assertIn('balanced', schema.POWER_PROFILES)
 
 
