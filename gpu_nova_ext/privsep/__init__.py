@@ -27,10 +27,17 @@ own ``ConfigOpts``; :func:`init` hands the client's part to the context.
 """
 import shlex
 import sys
+import warnings
 
 from oslo_config import cfg
-from oslo_privsep import capabilities as caps
-from oslo_privsep import priv_context
+
+with warnings.catch_warnings():
+    # oslo.privsep imports eventlet where it is installed (Nova's venvs),
+    # and eventlet warns that it is deprecated: not news to an operator
+    # running gpu-nova-ext discover
+    warnings.filterwarnings('ignore', message='(?s).*Eventlet is deprecated')
+    from oslo_privsep import capabilities as caps
+    from oslo_privsep import priv_context
 
 from gpu_nova_ext.conf import privsep as privsep_conf
 
