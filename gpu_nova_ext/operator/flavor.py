@@ -89,6 +89,7 @@ class GpuFlavorRequest:
     health: str | None = None
     intra_host_policy: str | None = None
     power_profile: str | None = None
+    topology: str | None = None
 
 
 def _bad(what: str, value, allowed: str):

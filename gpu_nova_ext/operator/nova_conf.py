@@ -64,7 +64,7 @@ PCI_FILTER = 'PciPassthroughFilter'
 GPU_FILTERS = (
     'GpuModelFilter', 'GpuMemoryFilter', 'GpuCapabilityFilter',
     'GpuHealthFilter', 'GpuReservationFilter', 'GpuPowerProfileFilter',
-    'GpuCandidateOrderFilter')
+    'GpuTopologyFilter', 'GpuCandidateOrderFilter')
 AVAILABLE_FILTERS = (
     'nova.scheduler.filters.all_filters',
     'gpu_nova_ext.scheduler.filters.all_filters')

@@ -47,6 +47,16 @@ MODE_VALUES = (('vgpu', 'a mediated device or a vendor VFIO vGPU'),
 HEALTH_VALUES = (('healthy', 'healthy GPUs only (the default)'),
                  ('degraded_ok', 'degraded GPUs too'),
                  ('any', 'no health check, and no need for live state'))
+# what GpuTopologyFilter requires of a multi-GPU server's GPUs, and the
+# GpuFacts field all of them must share (design doc: Topology)
+TOPOLOGY_VALUES = (
+    ('nvlink', 'every GPU in one NVLink (xGMI) link domain'),
+    ('switch', 'every GPU behind one PCIe switch'),
+    ('numa', 'every GPU on one NUMA node'),
+    ('prefer', 'the best-connected GPUs the host can give (the default)'),
+    ('any', 'no preference: the intra-host policy alone'))
+TOPOLOGY_FIELDS = {'nvlink': 'link_domain', 'switch': 'pci_switch',
+                   'numa': 'numa_node'}
 MODES = tuple(dict(MODE_VALUES))
 HEALTH_POLICIES = tuple(dict(HEALTH_VALUES))
 # highest accepted health rank per policy
@@ -163,6 +173,10 @@ KEYS = {k.name: k for k in (
         help='Which GPU of the chosen host the server gets; overrides '
              '[gpu_scheduler] intra_host_policy',
         values=scheduler_conf.INTRA_HOST_POLICIES),
+    Key(name='gpu:topology', field='topology', filter='GpuTopologyFilter',
+        constrains=False,
+        help='How the GPUs of a multi-GPU server must be connected',
+        values=TOPOLOGY_VALUES),
     Key(name='gpu:power_profile', field='power_profile',
         filter='GpuPowerProfileFilter',
         help='The power profile the GPU must run under, exactly as the '
@@ -174,7 +188,8 @@ KEYS = {k.name: k for k in (
 )}
 # unknown gpu: keys are the model filter's to reject
 UNKNOWN_KEY_FILTER = 'GpuModelFilter'
-# what asks of the GPU itself (gpu:health too, unless it is "any")
+# what asks of the GPU itself (gpu:health too, unless it is "any", and
+# gpu:topology when it requires a link, switch or NUMA node)
 CONSTRAINT_FIELDS = tuple(k.field for k in KEYS.values() if k.constrains)
 
 
@@ -211,6 +226,7 @@ class GpuRequest:
     health: str = 'healthy'
     intra_host_policy: str | None = None
     power_profile: str | None = None
+    topology: str | None = None
     errors: tuple[SpecError, ...] = ()
     # asks something of the GPU itself (see CONSTRAINT_FIELDS)
     constrained: bool = False
@@ -302,7 +318,8 @@ def parse_extra_specs(extra_specs: Mapping[str, str],
     if kind == NONE:
         return NON_GPU
     constrained = (any(f in fields for f in CONSTRAINT_FIELDS)
-                   or fields.get('health', 'any') != 'any')
+                   or fields.get('health', 'any') != 'any'
+                   or fields.get('topology') in TOPOLOGY_FIELDS)
     return GpuRequest(kind=kind, errors=tuple(errors),
                       constrained=constrained, **fields)
 

@@ -27,16 +27,15 @@ import warnings
 from oslo_config import cfg
 
 from gpu_nova_ext import conf as gconf
+from gpu_nova_ext.operator import nova_conf
 from gpu_nova_ext.simulate import scenario as scn
 
 NOVA_FILTERS = 'nova.scheduler.filters.all_filters'
 GPU_FILTERS = 'gpu_nova_ext.scheduler.filters.all_filters'
 NOVA_WEIGHERS = 'nova.scheduler.weights.all_weighers'
 GPU_WEIGHERS = 'gpu_nova_ext.scheduler.weighers.all_weighers'
-GPU_FILTER_NAMES = ['GpuModelFilter', 'GpuMemoryFilter',
-                    'GpuCapabilityFilter', 'GpuHealthFilter',
-                    'GpuReservationFilter', 'GpuPowerProfileFilter',
-                    'GpuCandidateOrderFilter']
+# the order nova-conf writes (gpu-nova-ext nova-conf), read from there
+GPU_FILTER_NAMES = list(nova_conf.GPU_FILTERS)
 # Nova needs PciPassthroughFilter for flavors with pci_passthrough:alias,
 # PCI in Placement or not (nova's PCI passthrough guide).
 PCI_FILTER = 'PciPassthroughFilter'

@@ -88,6 +88,10 @@ class GpuFacts:
     whole: bool
     # project id (openstack gpu reservation create)
     reserved_for: str | None
+    # topology (design doc: Topology): None when unknown or unlinked
+    numa_node: int | None
+    link_domain: str | None           # NVLink/xGMI connected component
+    pci_switch: str | None            # the PCIe switch it sits behind
     source: dict                      # the validated facts object
 
     def fact(self, family: str) -> Any:
@@ -138,6 +142,7 @@ def gpu_facts(index: int, gpu: dict) -> GpuFacts:
         else:
             capacity = 1.0 if available else 0.0
     memory = gpu.get('memory_mib')
+    numa = gpu.get('numa_node')
     if mode in VGPU_MODES:
         effective = entry.get('framebuffer_mib') if entry else None
     else:
@@ -152,7 +157,10 @@ def gpu_facts(index: int, gpu: dict) -> GpuFacts:
         driver=parse_version(gpu.get('driver_version')),
         cuda_cc=parse_version(gpu.get('cuda_cc')),
         capacity=capacity, unit_per_instance=per_instance, whole=whole,
-        reserved_for=gpu.get('reserved_for') or None, source=gpu)
+        reserved_for=gpu.get('reserved_for') or None,
+        numa_node=numa if numa is not None and numa >= 0 else None,
+        link_domain=gpu.get('link_domain') or None,
+        pci_switch=gpu.get('pci_switch') or None, source=gpu)
 
 
 def _groups(gpus) -> dict[str, dict[Any, tuple[str, ...]]]:

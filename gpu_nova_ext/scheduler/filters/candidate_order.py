@@ -12,6 +12,7 @@
 
 """GpuCandidateOrderFilter: choose the GPU inside each host."""
 from gpu_nova_ext.scheduler import filtering
+from gpu_nova_ext.scheduler.filters import topology
 from gpu_nova_ext.scheduler import fragmentation
 from gpu_nova_ext.scheduler import weighing
 from gpu_nova_ext.state import records
@@ -70,6 +71,49 @@ def _fragmentation_order(record, host_state, ctx):
     return ranks, tuple(ranks)
 
 
+def _multi_gpu(record, cand) -> bool:
+    """Whether a candidate draws from more than one GPU."""
+    get = record.by_provider.get
+    first = None
+    for rp in cand['allocations']:
+        gpu = get(rp)
+        if gpu is not None:
+            if first is None:
+                first = gpu.index
+            elif gpu.index != first:
+                return True
+    return False
+
+
+def _topology_sort(record, host_state, cands, ranks):
+    """Sort multi-GPU candidates by topology (design doc: Topology).
+
+    Healthiest GPUs, best connected, then the tightest fit, then the
+    policy's order.  The tightest fit: the least free capacity in the
+    islands (link domains, else PCIe switches) the candidate takes from,
+    so that a half-used island is used up before a whole one is broken.
+    """
+    free = fragmentation.gpu_free(record, host_state)
+    room: dict = {}
+    for gpu in record.gpus:
+        name = topology.island(gpu)
+        if name is not None:
+            room[name] = room.get(name, 0.0) + free[gpu.index]
+    health = record.health_rank
+
+    def key(cand):
+        gpus = topology.candidate_gpus(record, cand)
+        if not gpus:
+            return (_LAST,)
+        islands = {topology.island(g) for g in gpus} - {None}
+        return (max(health[g.index] for g in gpus),
+                topology.connectedness(gpus),
+                sum(room[name] for name in islands),
+                sum(ranks.get(rp, _LAST) for rp in cand['allocations']
+                    if rp in record.by_provider))
+    cands.sort(key=key)
+
+
 class GpuCandidateOrderFilter(filtering.GpuFilter):
     """Put the candidate of each host's preferred GPU first.
 
@@ -77,7 +121,9 @@ class GpuCandidateOrderFilter(filtering.GpuFilter):
     this moves to the front the first candidate that uses the GPU the
     intra-host policy prefers (``request.POLICIES``), healthy GPUs first,
     the GPUs reserved for the request's project before all.  The first
-    GPU or two are looked for; else every candidate is ranked.
+    GPU or two are looked for; else every candidate is ranked.  A
+    multi-GPU server's candidates are ranked by topology first, unless
+    ``gpu:topology=any``.
     """
 
     RUN_ON_REBUILD = False
@@ -107,6 +153,10 @@ class GpuCandidateOrderFilter(filtering.GpuFilter):
             mine = record.facts.reserved_providers(ctx.project_id)
             if mine:
                 ranks, best = _owner_first(ranks, best, frozenset(mine))
+            if (ctx.request.topology != 'any'
+                    and _multi_gpu(record, cands[0])):
+                _topology_sort(record, host_state, cands, ranks)
+                continue
             for rp in best[:_PROBES]:
                 for i, cand in enumerate(cands):
                     if rp in cand['allocations']:

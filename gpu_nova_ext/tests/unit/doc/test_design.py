@@ -21,7 +21,7 @@ TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..',
 DESIGN = os.path.join(TOP, 'doc', 'source', 'contributor', 'index.rst')
 SECTIONS = ('Architecture', 'Placement ownership', 'Flavor extra specs',
             'Scheduler plugins', 'Fragmentation-aware placement',
-            'State protocol', 'Health', 'Reservations',
+            'Topology', 'State protocol', 'Health', 'Reservations',
             'MIG layouts and power', 'Privileged work',
             'Remediation, drains and driver roll-outs',
             'GPU quota per model', 'Operator CLI', 'OpenStackClient plugin',

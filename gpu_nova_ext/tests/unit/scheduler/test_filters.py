@@ -46,7 +46,7 @@ class TestAllFilters(base.PluginTestCase):
         self.assertEqual(['GpuCandidateOrderFilter', 'GpuCapabilityFilter',
                           'GpuHealthFilter', 'GpuMemoryFilter',
                           'GpuModelFilter', 'GpuPowerProfileFilter',
-                          'GpuReservationFilter'], names)
+                          'GpuReservationFilter', 'GpuTopologyFilter'], names)
         for cls in gpu_filters.all_filters():
             self.assertFalse(cls.RUN_ON_REBUILD)
 

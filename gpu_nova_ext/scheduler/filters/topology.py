@@ -1,0 +1,113 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""GpuTopologyFilter, and how well a server's GPUs are connected.
+
+Design doc: Topology.  An allocation candidate's GPUs are the distinct
+GPUs of the providers it draws from (several VFs or mdevs of one GPU are
+one GPU).  A multi-GPU candidate is as well connected as the few link
+domains, PCIe switches and NUMA nodes its GPUs span; ``gpu:topology``
+``nvlink``, ``switch`` or ``numa`` requires one of each.
+"""
+from oslo_log import log as logging
+
+from gpu_nova_ext.scheduler import filtering
+from gpu_nova_ext.scheduler import request
+
+LOG = logging.getLogger(__name__)
+
+_SCOPES = {'nvlink': 'NVLink domain', 'switch': 'PCIe switch',
+           'numa': 'NUMA node'}
+
+
+def candidate_gpus(record, cand) -> list:
+    """The distinct GpuFacts an allocation candidate draws from."""
+    get = record.by_provider.get
+    out = {}
+    for rp in cand['allocations']:
+        gpu = get(rp)
+        if gpu is not None:
+            out[gpu.index] = gpu
+    return list(out.values())
+
+
+def _span(gpus, field: str) -> int:
+    """How many values of ``field`` the GPUs span (each unknown apart)."""
+    values = [getattr(g, field) for g in gpus]
+    known = {v for v in values if v is not None}
+    return len(known) + values.count(None)
+
+
+def connectedness(gpus) -> tuple[int, int, int]:
+    """Link domains, PCIe switches and NUMA nodes spanned: fewer is better."""
+    return (_span(gpus, 'link_domain'), _span(gpus, 'pci_switch'),
+            _span(gpus, 'numa_node'))
+
+
+def meets(gpus, topology: str) -> bool:
+    """Whether the GPUs share the ``gpu:topology`` scope (one GPU does)."""
+    field = request.TOPOLOGY_FIELDS[topology]
+    first = getattr(gpus[0], field)
+    return first is not None and all(getattr(g, field) == first
+                                     for g in gpus[1:])
+
+
+def island(gpu):
+    """What a server should not break needlessly.
+
+    The GPU's link domain, else its PCIe switch (None: neither known).
+    """
+    return gpu.link_domain or gpu.pci_switch
+
+
+class GpuTopologyFilter(filtering.GpuFilter):
+    """Enforce gpu:topology nvlink, switch or numa on multi-GPU servers.
+
+    Drops the allocation candidates whose GPUs span more than one link
+    domain, PCIe switch or NUMA node, and the hosts left without one.
+    Without candidates (Nova's legacy PCI claim picks the devices itself)
+    a host passes: nothing is guaranteed there.
+    """
+
+    RUN_ON_REBUILD = False
+
+    def constraint(self, req):
+        return req.topology if req.topology in _SCOPES else None
+
+    def describe(self, constraint):
+        return 'every GPU in one %s' % _SCOPES[constraint]
+
+    def _filter(self, host_states, ctx, constraint, name):
+        passed = []
+        for host_state in host_states:
+            record = ctx.record(host_state)
+            if record is None:
+                if (ctx.request.kind == request.MAYBE
+                        or self._missing(ctx, host_state, name)):
+                    passed.append(host_state)
+                continue
+            cands = host_state.allocation_candidates
+            keep = []
+            for cand in cands:
+                gpus = candidate_gpus(record, cand)
+                if len(gpus) < 2 or meets(gpus, constraint):
+                    keep.append(cand)
+            if len(keep) != len(cands):
+                host_state.allocation_candidates = keep
+            if keep or not cands:
+                passed.append(host_state)
+            else:
+                LOG.debug('%(filter)s: no allocation candidate of host '
+                          '%(host)s has %(what)s',
+                          {'filter': name, 'host': host_state.host,
+                           'what': self.describe(constraint)})
+        return passed

@@ -1,0 +1,186 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""gpu:topology, GpuTopologyFilter and the multi-GPU choice inside a host,
+on real Nova HostStates and filter handler (design doc: Topology)."""
+import itertools
+
+from gpu_nova_ext.scheduler.filters import candidate_order
+from gpu_nova_ext.scheduler.filters import topology
+from gpu_nova_ext.scheduler import request
+from gpu_nova_ext.tests.unit.scheduler import base
+from gpu_nova_ext.tests.unit.scheduler import nova_objects as no
+
+RC = 'CUSTOM_GPU_A100'
+PCIE_PAIRS = [  # two NVLink-bridged pairs per socket, a switch per pair
+    (0, '0000:10:00.0', '0000:0a:00.0'), (0, '0000:10:00.0', '0000:0a:00.0'),
+    (0, '0000:12:00.0', '0000:0b:00.0'), (0, '0000:12:00.0', '0000:0b:00.0'),
+    (1, '0000:14:00.0', '0000:8a:00.0'), (1, '0000:14:00.0', '0000:8a:00.0'),
+    (1, '0000:16:00.0', '0000:8b:00.0'), (1, '0000:16:00.0', '0000:8b:00.0')]
+
+
+def _gpu(host, i, numa, domain, switch, assigned=False):
+    return dict(no.gpu_state(host, i, mode='passthrough', assigned=assigned),
+                numa_node=numa, link_domain=domain, pci_switch=switch)
+
+
+def _cand(host, indexes):
+    """A candidate drawing one passthrough GPU (a PCI provider) each."""
+    allocations = {no.rp_uuid(host): {'resources': {'VCPU': 8,
+                                                    'MEMORY_MB': 16384}}}
+    for i in indexes:
+        allocations[no.rp_uuid(host, no.pci(i))] = {'resources': {RC: 1}}
+    return {'allocations': allocations, 'mappings': {}}
+
+
+def _indexes(host, cand):
+    by_rp = {no.rp_uuid(host, no.pci(i)): i for i in range(8)}
+    return sorted(by_rp[rp] for rp in cand['allocations'] if rp in by_rp)
+
+
+class TopologyCase(base.PluginTestCase):
+
+    def add_pairs(self, host, used=()):
+        self.add_host(host, [_gpu(host, i, *PCIE_PAIRS[i],
+                                  assigned=i in used) for i in range(8)])
+
+    def host(self, name, count, used=()):
+        """Placement's candidates: every set of free GPUs of that size.
+
+        The widest sets first: Placement's order knows nothing of links.
+        """
+        free = [i for i in range(8) if i not in used]
+        combos = sorted(itertools.combinations(free, count),
+                        key=lambda c: c[0] - c[-1])
+        return no.host_state(name, allocation_candidates=[
+            _cand(name, combo) for combo in combos])
+
+    def spec(self, count, topology=None):
+        extra = {'resources:%s' % RC: str(count)}
+        if topology:
+            extra['gpu:topology'] = topology
+        return no.request_spec(extra)
+
+
+class TestRequest(TopologyCase):
+
+    def test_values_and_constraint(self):
+        self.assertEqual(('nvlink', 'switch', 'numa', 'prefer', 'any'),
+                         request.KEYS['gpu:topology'].choices)
+        req = request.parse_extra_specs({'gpu:topology': 'nvlink'})
+        self.assertEqual('nvlink', req.topology)
+        self.assertTrue(req.constrained)
+        self.assertFalse(request.parse_extra_specs(
+            {'gpu:topology': 'prefer'}).constrained)
+        bad = request.parse_extra_specs({'gpu:topology': 'NVLINK'})
+        self.assertEqual(['GpuTopologyFilter'],
+                         [e.filter_name for e in bad.errors])
+
+
+class TestTopologyFilter(TopologyCase):
+
+    def test_nvlink_keeps_only_the_bridged_pairs(self):
+        self.add_pairs('h')
+        host = self.host('h', 2)
+        passed = no.run_filters([topology.GpuTopologyFilter()], [host],
+                                self.spec(2, 'nvlink'))
+        self.assertEqual([host], passed)
+        self.assertEqual([[0, 1], [2, 3], [4, 5], [6, 7]],
+                         [_indexes('h', c)
+                          for c in host.allocation_candidates])
+
+    def test_numa_and_switch(self):
+        self.add_pairs('h')
+        host = self.host('h', 4)
+        no.run_filters([topology.GpuTopologyFilter()], [host],
+                       self.spec(4, 'numa'))
+        self.assertEqual([[0, 1, 2, 3], [4, 5, 6, 7]],
+                         [_indexes('h', c)
+                          for c in host.allocation_candidates])
+        host = self.host('h', 4)
+        self.assertEqual([], no.run_filters(
+            [topology.GpuTopologyFilter()], [host], self.spec(4, 'switch')))
+
+    def test_host_without_an_intact_domain_is_dropped(self):
+        # one GPU of each pair is taken: no two free GPUs share a link
+        self.add_pairs('broken', used=(0, 2, 4, 6))
+        self.add_pairs('whole', used=(0, 1, 2, 3, 4, 5))
+        hosts = [self.host('broken', 2, used=(0, 2, 4, 6)),
+                 self.host('whole', 2, used=(0, 1, 2, 3, 4, 5))]
+        passed = no.run_filters([topology.GpuTopologyFilter()], hosts,
+                                self.spec(2, 'nvlink'))
+        self.assertEqual(['whole'], [h.host for h in passed])
+
+    def test_unknown_topology_never_meets_a_requirement(self):
+        self.add_host('old', [no.gpu_state('old', i, mode='passthrough')
+                              for i in range(2)])
+        self.assertEqual([], no.run_filters(
+            [topology.GpuTopologyFilter()], [self.host('old', 2, used=(
+                2, 3, 4, 5, 6, 7))], self.spec(2, 'nvlink')))
+
+    def test_one_gpu_and_no_requirement_pass(self):
+        self.add_pairs('h')
+        for count, spec in ((1, self.spec(1, 'nvlink')), (2, self.spec(2)),
+                            (2, self.spec(2, 'any'))):
+            host = self.host('h', count)
+            count = len(host.allocation_candidates)
+            self.assertEqual([host], no.run_filters(
+                [topology.GpuTopologyFilter()], [host], spec))
+            self.assertEqual(count, len(host.allocation_candidates))
+
+
+class TestMultiGpuChoice(TopologyCase):
+
+    def choose(self, host, spec):
+        no.run_filters([candidate_order.GpuCandidateOrderFilter()], [host],
+                       spec)
+        return _indexes(host.host, host.allocation_candidates[0])
+
+    def test_a_pair_not_two_halves(self):
+        self.add_pairs('h')
+        self.assertEqual([0, 1], self.choose(self.host('h', 2),
+                                             self.spec(2)))
+
+    def test_the_half_used_island_before_a_whole_one(self):
+        # pair 0-1 is half used: GPU 1 with a free GPU of another pair
+        # would split two pairs; a 2-GPU server takes a whole pair
+        used = (0, 4, 5)
+        self.add_pairs('h', used=used)
+        self.assertIn(self.choose(self.host('h', 2, used), self.spec(2)),
+                      ([2, 3], [6, 7]))
+        self.add_pairs('h2', used=(0, 2, 4, 5))
+        self.assertEqual([6, 7], self.choose(
+            self.host('h2', 2, (0, 2, 4, 5)), self.spec(2)))
+
+    def test_four_gpus_on_one_socket(self):
+        self.add_pairs('h')
+        self.assertEqual([0, 1, 2, 3], self.choose(self.host('h', 4),
+                                                   self.spec(4)))
+
+    def test_the_four_gpu_island_is_not_broken(self):
+        # HGX-like: GPUs 0-3 one NVLink domain, 4-7 another; 4 and 5 are
+        # taken: a 2-GPU server takes 6 and 7, not two of the whole four
+        self.add_host('hgx', [
+            _gpu('hgx', i, i // 4, no.pci(0 if i < 4 else 4),
+                 '0000:%02x:00.0' % (1 + i // 2), assigned=i in (4, 5))
+            for i in range(8)])
+        self.assertEqual([6, 7], self.choose(
+            self.host('hgx', 2, (4, 5)), self.spec(2)))
+
+    def test_any_keeps_the_policy_order(self):
+        # GPU 0 taken: the policy's first GPU is 1 (PCI order among
+        # equals), whose pair is broken; with "any" it is still chosen
+        self.add_pairs('h', used=(0,))
+        self.assertIn(1, self.choose(self.host('h', 2, (0,)),
+                                     self.spec(2, 'any')))
+        self.assertNotIn(1, self.choose(self.host('h', 2, (0,)),
+                                        self.spec(2)))
