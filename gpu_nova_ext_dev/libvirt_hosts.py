@@ -86,3 +86,37 @@ def libvirt_test_xml(pci_info: fakelibvirt.HostPCIDevicesInfo,
                                  used[(name, mtype.get('id'))]))
         pci_xml.append(ElementTree.tostring(dev, encoding='unicode'))
     return '<node>\n%s\n</node>\n' % '\n'.join(pci_xml + mdev_xml)
+
+
+def _nodedev_name(address: str) -> str:
+    return 'pci_' + address.replace(':', '_').replace('.', '_')
+
+
+def topology_test_xml(layout) -> str:
+    """A board layout's PCI tree as a libvirt test-driver XML.
+
+    ``layout`` is a :class:`gpu_nova_ext_dev.fakes.topology.Layout`: its
+    root ports, PCIe switch ports, GPUs and NVSwitches become PCI node
+    devices whose ``<parent>`` is the bridge above them (``computer`` for
+    a root port), with their NUMA node, as real libvirt writes them.
+    """
+    devices = []
+    for node in layout.pci_nodes():
+        domain, bus, rest = node.address.split(':')
+        slot, function = rest.split('.')
+        parent = (_nodedev_name(node.parent) if node.parent
+                  else 'computer')
+        driver = ('<driver><name>%s</name></driver>' % node.driver
+                  if node.driver else '')
+        devices.append(
+            '<device><name>%s</name><parent>%s</parent>%s'
+            '<capability type="pci"><class>0x%06x</class>'
+            '<domain>%d</domain><bus>%d</bus><slot>%d</slot>'
+            '<function>%d</function>'
+            '<product id="0x%s"/><vendor id="0x%s"/>'
+            '<numa node="%d"/></capability></device>' % (
+                _nodedev_name(node.address), parent, driver, node.klass,
+                int(domain, 16), int(bus, 16), int(slot, 16),
+                int(function, 16), node.ids[1], node.ids[0],
+                node.numa_node))
+    return '<node>\n%s\n</node>\n' % '\n'.join(devices)

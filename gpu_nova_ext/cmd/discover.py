@@ -13,10 +13,13 @@
 """``gpu-nova-ext discover``: print this host's GPU inventory.
 
 ``-f table`` (default) is for people: a row per GPU, its vGPU types
-indented under it; ``-f json`` (or ``yaml``) prints ``{"host": ...,
-"gpus": [...], "warnings": [...], "notes": [...]}`` with the state
-payload's GPU objects; ``csv`` and ``value`` the table's rows; ``-c``
-picks columns (:mod:`gpu_nova_ext.text_table`, design doc: Operator CLI).
+indented under it, then, on a host of several GPUs, the topology matrix
+``nvidia-smi topo -m`` prints (design doc: Topology); ``-f json`` (or
+``yaml``) prints ``{"host": ..., "gpus": [...], "warnings": [...],
+"notes": [...]}`` with the state payload's GPU objects (``numa_node``,
+``pci_switch``, ``link_domain``) plus each GPU's ``nvlink_peers`` and
+``xgmi_hive``; ``csv`` and ``value`` the table's rows; ``-c`` picks
+columns (:mod:`gpu_nova_ext.text_table`, design doc: Operator CLI).
 Every format says what discovery skipped (``warnings``: devices skipped or
 degraded) and which GPU-vendor PCI functions it does not offer, and why
 (``notes``): ``csv`` and ``value`` on stderr.
@@ -29,6 +32,7 @@ Without a GPU, try the shipped sample host::
 import os
 
 from gpu_nova_ext.inventory import manager
+from gpu_nova_ext.inventory import topology
 from gpu_nova_ext import text_table
 
 SAMPLE_HOST = os.path.join(os.path.dirname(os.path.dirname(__file__)),
@@ -99,16 +103,48 @@ def listing(inventory) -> text_table.Listing:
             subs.append(['health:', '', '', ', '.join(gpu.health.reasons)])
         details.append(subs)
     document = inventory.to_dict()
+    for gpu, entry in zip(inventory.gpus, document['gpus']):
+        entry['nvlink_peers'] = dict(gpu.nvlink_peers)
+        entry['xgmi_hive'] = gpu.xgmi_hive
     document.update(warnings=list(inventory.warnings),
                     notes=list(inventory.notes))
+    title = ['Host %s: %d GPU(s)' % (inventory.host, len(inventory.gpus))]
+    messages = (['warning: %s' % w for w in inventory.warnings] +
+                ['note: %s' % n for n in inventory.notes])
+
+    def report():
+        # the GPU table, then the topology matrix
+        body = text_table.lines([text_table.heading(c) for c in COLUMNS],
+                                rows, details)
+        return '\n'.join(title + body + [''] +
+                         topology_lines(inventory.gpus) + messages)
+
     return text_table.Listing(
-        columns=COLUMNS, rows=rows, details=details,
-        title=['Host %s: %d GPU(s)' % (inventory.host,
-                                       len(inventory.gpus))],
-        empty='(no GPU found)',
-        messages=(['warning: %s' % w for w in inventory.warnings] +
-                  ['note: %s' % n for n in inventory.notes]),
-        document=document)
+        columns=COLUMNS, rows=rows, details=details, title=title,
+        empty='(no GPU found)', messages=messages, document=document,
+        report=report if len(inventory.gpus) > 1 else None)
+
+
+#: under the matrix, as ``nvidia-smi topo -m`` explains its cells
+LEGEND = ['Legend: X = itself, NV# = # NVLinks (direct or through '
+          'NVSwitches),',
+          '        XGMI = one AMD xGMI hive, PIX = behind the same PCIe '
+          'switch,',
+          '        NODE = same NUMA node, SYS = across NUMA nodes, '
+          '- = unknown']
+
+
+def topology_lines(gpus) -> list[str]:
+    """The ``nvidia-smi topo -m`` style matrix, GPUs in address order."""
+    ordered = sorted(gpus, key=lambda g: g.pci_address)
+    labels = ['GPU%d' % i for i in range(len(ordered))]
+    headers = [''] + labels + ['PCI address', 'NUMA', 'Link domain',
+                               'PCI switch']
+    rows = [[label] + cells + [gpu.pci_address, gpu.numa_node,
+                               gpu.link_domain, gpu.pci_switch]
+            for label, cells, gpu in zip(labels, topology.matrix(ordered),
+                                         ordered)]
+    return text_table.lines(headers, rows) + [''] + LEGEND
 
 
 def _fmt(value):

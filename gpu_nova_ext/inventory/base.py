@@ -74,6 +74,17 @@ class Gpu:
     uuid: str | None = None
     serial: str | None = None
     numa_node: int | None = None
+    # Topology (design doc: Topology; :mod:`topology`): the PCI address of
+    # the upstream port of the nearest PCIe switch above the GPU (None:
+    # below a root port, or unknown); NVLink peers (a GPU or an NVSwitch)
+    # -> active links to it; the link domain (the lowest GPU address of
+    # the GPU's connected component over links; None: no active link).
+    pci_switch: str | None = None
+    nvlink_peers: dict[str, int] = dataclasses.field(default_factory=dict)
+    # AMD: the xGMI hive id (sysfs ``xgmi_hive_info/xgmi_hive_id``); the
+    # GPUs of one hive are linked (one link domain).
+    xgmi_hive: str | None = None
+    link_domain: str | None = None
     iommu_group: int | None = None
     kernel_driver: str | None = None       # bound driver: nvidia, vfio-pci
     driver_version: str | None = None      # NVIDIA driver, e.g. 550.54.15
@@ -155,6 +166,12 @@ class Gpu:
         if self.power_profile is not None:
             # optional: only GPUs under a power profile carry it
             state['power_profile'] = self.power_profile
+        # Topology, compact (design doc: Topology): the domain and switch
+        # only, no peer lists; optional, absent means none or unknown.
+        if self.link_domain is not None:
+            state['link_domain'] = self.link_domain
+        if self.pci_switch is not None:
+            state['pci_switch'] = self.pci_switch
         # last: the scheduler's cache takes it out and back fastest there
         state['metrics'] = metrics
         return state

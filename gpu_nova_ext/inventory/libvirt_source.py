@@ -23,8 +23,9 @@ Nova's ``nova.pci.devspec`` has them) skips the device with a warning
 naming it.  SR-IOV virtual functions are folded into
 their physical function: one :class:`Gpu` per physical GPU, with the VF
 addresses in ``vfs`` and the mdev types of the GPU and of its VFs in
-``mdev_types`` (``parent`` says where each is).  NICs, bridges and the
-BMC's VGA (ASPEED, Matrox) are ignored.
+``mdev_types`` (``parent`` says where each is).  NICs and the BMC's VGA
+(ASPEED, Matrox) are ignored; bridges only place GPUs behind PCIe
+switches (``pci_switch``, through each node device's ``<parent>``).
 
 The XML parsing is pure (:func:`parse_nodedev`, :func:`build_gpus`) so it
 is tested on strings as well as through libvirt's test driver.
@@ -259,6 +260,10 @@ def build_gpus(devices: list[NodeDevice],
             iommu_group=dev.iommu_group, kernel_driver=dev.driver,
             vfs=list(dev.vfs), mdev_types=list(dev.mdev_types),
             sources=['libvirt'])
+    by_name = {dev.name: dev for dev in devices if dev.kind == 'pci'}
+    for dev in devices:
+        if dev.address in gpus:
+            gpus[dev.address].pci_switch = pci_switch(dev, by_name)
     owner: dict[str, str] = {addr: addr for addr in gpus}
     for gpu in gpus.values():
         for vf in gpu.vfs:
@@ -290,6 +295,26 @@ def build_gpus(devices: list[NodeDevice],
     for gpu in gpus.values():
         gpu.vfs.sort()
     return gpus
+
+
+_BRIDGE_CLASS = 0x0604
+
+
+def pci_switch(dev: NodeDevice,
+               by_name: dict[str, NodeDevice]) -> str | None:
+    """The upstream port of the nearest PCIe switch above ``dev``.
+
+    Node devices name their ``<parent>``; a root port's parent is not a
+    PCI device (``computer``).  When the device's parent is a bridge whose
+    own parent is a PCI device, the parent is a switch's downstream port
+    and that PCI device the switch's upstream port.  None below a root
+    port or when libvirt does not say (design doc: Topology).
+    """
+    port = by_name.get(dev.parent or '')
+    if port is None or port.class_code != _BRIDGE_CLASS:
+        return None
+    upstream = by_name.get(port.parent or '')
+    return upstream.address if upstream is not None else None
 
 
 def report_not_gpus(devices: list[NodeDevice], extra_ids, warn,

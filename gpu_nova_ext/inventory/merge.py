@@ -22,7 +22,10 @@ Merging rules (per field):
   ``nvml`` for the NUMA node and bound driver, the only sources of VFs and
   mdev types);
 * ``vfs``: the union; ``mdev_types``, ``mdevs``, ``vgpu_types``,
-  ``vfio_vgpu_types``: from the first source that has any;
+  ``vfio_vgpu_types``, ``nvlink_peers``: from the first source that has
+  any;
+* ``link_domain``: derived once all reports are merged
+  (:func:`topology.assign_link_domains`, design doc: Topology);
 * ``metrics``: updated in source order (the last value of a key wins);
 * ``health``: the worst state any source reports, with all reasons.
 
@@ -53,6 +56,7 @@ from oslo_log import log as logging
 from gpu_nova_ext.inventory import base
 from gpu_nova_ext.inventory import gpu_models
 from gpu_nova_ext.inventory import nova_config
+from gpu_nova_ext.inventory import topology
 from gpu_nova_ext import naming
 
 LOG = logging.getLogger(__name__)
@@ -61,7 +65,8 @@ HEALTH_ORDER = {'healthy': 0, 'degraded': 1, 'unhealthy': 2}
 _PCI_SOURCES = ('libvirt', 'sysfs')
 _FIRST_NON_EMPTY = ('mdev_types', 'mdevs', 'vgpu_types', 'vfio_vgpu_types')
 _SPECIAL = frozenset(('pci_address', 'vfs', 'metrics', 'health',
-                      'sources', 'provider_uuids', 'vfio_current_types')
+                      'sources', 'provider_uuids', 'vfio_current_types',
+                      'nvlink_peers')
                      + _FIRST_NON_EMPTY)
 _SCALARS = tuple(f.name for f in dataclasses.fields(base.Gpu)
                  if f.name not in _SPECIAL)
@@ -76,6 +81,8 @@ def _merge_into(into: base.Gpu, gpu: base.Gpu) -> None:
     for name in _FIRST_NON_EMPTY:
         if not getattr(into, name) and getattr(gpu, name):
             setattr(into, name, list(getattr(gpu, name)))
+    if not into.nvlink_peers and gpu.nvlink_peers:
+        into.nvlink_peers = dict(gpu.nvlink_peers)
     into.vfs = sorted(set(into.vfs) | set(gpu.vfs))
     into.metrics.update(gpu.metrics)
     for vf, type_id in gpu.vfio_current_types.items():
@@ -112,6 +119,7 @@ def merge(reports: list[tuple[str, dict[str, base.Gpu]]], host: str,
                 merged[address] = base.Gpu(pci_address=address)
             _merge_into(merged[address], gpu)
     inventory.gpus = [merged[a] for a in sorted(merged)]
+    topology.assign_link_domains(inventory.gpus)
     return inventory
 
 

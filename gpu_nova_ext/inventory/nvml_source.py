@@ -15,7 +15,9 @@
 Name, UUID, serial, memory, PCI bus id (normalized to ``0000:3b:00.0``),
 driver and CUDA driver versions, compute capability, MIG current/pending
 mode, the supported vGPU types (framebuffer, maximum instances per GPU),
-slowdown/shutdown temperature thresholds and the enforced power limit.
+slowdown/shutdown temperature thresholds, the enforced power limit and
+the NVLink peers (remote PCI address -> active links; design doc:
+Topology).
 
 Each field is read on its own: a field the board does not support
 (``NotSupported``), or that this user may not read (``NoPermission``), or
@@ -194,6 +196,47 @@ class NvmlSource(base.InventorySource):
         if limit is not None:
             gpu.power_limit_w = limit / 1000.0
         gpu.vgpu_types = self._vgpu_types(nvml, handle, label)
+        gpu.nvlink_peers = self._nvlink_peers(nvml, handle, label)
+
+    def _nvlink_peers(self, nvml, handle, label: str) -> dict[str, int]:
+        """Peer PCI address (a GPU or an NVSwitch) -> active NVLinks.
+
+        Links are numbered from 0: the first link the board lacks answers
+        ``InvalidArgument`` (or ``NotSupported``: a board without NVLink,
+        a PCIe L40S) and ends the walk.  Another NVML error means no links
+        for this GPU, with one warning (design doc: Topology).
+        """
+        peers: dict[str, int] = {}
+        quiet = (nvml.NVMLError_NotSupported, nvml.NVMLError_InvalidArgument,
+                 nvml.NVMLError_FunctionNotFound,
+                 nvml.NVMLError_NoPermission)
+        for link in range(nvml.NVML_NVLINK_MAX_LINKS):
+            try:
+                if (nvml.nvmlDeviceGetNvLinkState(handle, link)
+                        != nvml.NVML_FEATURE_ENABLED):
+                    continue
+                bus_id = nvml.nvmlDeviceGetNvLinkRemotePciInfo(
+                    handle, link).busId
+            except quiet as exc:
+                LOG.debug('NVML NVLink %d of GPU %s: %s', link, label, exc)
+                break
+            except nvml.NVMLError_GpuIsLost:
+                raise _GpuLost()
+            except nvml.NVMLError as exc:
+                self.warn('NVML NVLink %d of GPU %s failed: %s; reporting '
+                          'no NVLink peers for it.', link, label, exc)
+                return {}
+            if isinstance(bus_id, bytes):
+                bus_id = bus_id.decode('ascii', 'replace')
+            try:
+                peer = naming.normalize_pci_address(bus_id)
+            except ValueError:
+                self.warn('NVML NVLink %d of GPU %s: remote PCI bus id %r '
+                          'is not a PCI address; ignoring the link.', link,
+                          label, bus_id)
+                continue
+            peers[peer] = peers.get(peer, 0) + 1
+        return peers
 
     def _mig(self, nvml, handle, label: str, gpu: base.Gpu) -> None:
         try:

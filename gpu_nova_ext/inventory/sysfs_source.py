@@ -24,7 +24,11 @@ Nova offers those VFs as PCI passthrough devices.  This source reads, under
     ``subsystem_device``, ``numa_node``, the ``driver`` link,
     ``virtfn<N>`` links (on a physical function), ``physfn`` (on a VF),
     ``nvidia/creatable_vgpu_types``, ``nvidia/current_vgpu_type`` and
-    ``mdev_supported_types/`` (whose presence means mdev-based vGPU).
+    ``mdev_supported_types/`` (whose presence means mdev-based vGPU);
+    the link itself, whose target's path names the bridges above the
+    device (``pci_switch``), and amdgpu's
+    ``xgmi_hive_info/xgmi_hive_id`` (``xgmi_hive``; design doc:
+    Topology).
 
 It reports every GPU physical function it finds (:mod:`recognition`'s
 rule, accelerator class 0x1200 included; bound driver, NUMA node, VFs,
@@ -59,6 +63,51 @@ def _link_name(path: str) -> str | None:
         return os.path.basename(os.readlink(path))
     except OSError:
         return None
+
+
+_BRIDGE_CLASS = 0x0604
+
+
+def pci_switch(devdir: str) -> str | None:
+    """The upstream port of the nearest PCIe switch above a device.
+
+    ``devdir`` resolves to the device's place in the PCI tree
+    (``.../pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:08.0/0000:3b:00.0``):
+    when the device's parent is a bridge that is not a root port (a root
+    port is a direct child of ``pciDDDD:BB``), the parent is a switch's
+    downstream port and the grandparent the switch's upstream port.  None
+    below a root port, or when the path says nothing (design doc:
+    Topology).
+    """
+    path = os.path.realpath(devdir)
+    port_dir = os.path.dirname(path)
+    upstream_dir = os.path.dirname(port_dir)
+    try:
+        naming.normalize_pci_address(os.path.basename(port_dir))
+        upstream = naming.normalize_pci_address(
+            os.path.basename(upstream_dir))
+    except ValueError:
+        return None          # below a root port (or not a PCI path)
+    klass = _read(os.path.join(port_dir, 'class'))
+    try:
+        if klass is None or int(klass, 16) >> 8 != _BRIDGE_CLASS:
+            return None
+    except ValueError:
+        return None
+    return upstream
+
+
+def xgmi_hive(devdir: str) -> str | None:
+    """amdgpu's xGMI hive id of a device, or None (no hive, not amdgpu).
+
+    amdgpu gives the first device of a hive an ``xgmi_hive_info``
+    directory and the others a link to it; its ``xgmi_hive_id`` is the
+    hive's 64-bit id in decimal (design doc: Topology).
+    """
+    text = _read(os.path.join(devdir, 'xgmi_hive_info', 'xgmi_hive_id'))
+    if not text or not text.isdigit() or int(text) == 0:
+        return None
+    return '%x' % int(text)
 
 
 def parse_creatable_types(text: str) -> list[tuple[int, str]]:
@@ -174,6 +223,8 @@ class SysfsVfioSource(base.InventorySource):
                 subsystem_vendor_id=sub_vendor,
                 subsystem_device_id=sub_device,
                 numa_node=dev.numa_node, kernel_driver=dev.driver,
+                pci_switch=pci_switch(devdir),
+                xgmi_hive=xgmi_hive(devdir),
                 vfs=sorted(vf_addrs), sources=[self.name])
         for dev, devdir in vfs:
             if not self._add_vf(gpus, dev, devdir):

@@ -45,6 +45,16 @@ Building a host:
   ``0000:af:00.0``, ... in index order (``DEFAULT_PCI_ADDRESSES``); UUIDs
   and serials are deterministic.  ``driver_version`` (``550.54.15``) and
   ``cuda_driver_version`` (``12040``) are host-wide.
+* Topology: a DeviceSpec's ``nvlinks`` (the remote PCI address of each
+  active NVLink, a GPU or an NVSwitch), ``numa_node``, ``pci_switch`` and
+  ``root_port`` drive ``nvmlDeviceGetNvLinkState`` /
+  ``nvmlDeviceGetNvLinkRemotePciInfo_v2`` /
+  ``nvmlDeviceGetNvLinkRemoteDeviceType`` and
+  ``nvmlDeviceGetTopologyCommonAncestor``; a profile's ``nvlinks`` is its
+  NVLink port count (0: NotSupported, as on L4, T4, L40S; a link past
+  the last: InvalidArgument).  Whole boards (HGX 8-GPU, PCIe pairs with
+  NVLink bridges, L40S) are :mod:`gpu_nova_ext_dev.fakes.topology`'s
+  ``LAYOUTS``: ``FakeNvml(LAYOUTS['HGX_H100_8GPU'].device_specs())``.
 * ``FakeNvml([], library=False)``: no ``libnvidia-ml.so.1`` (``nvmlLib``
   stays None, the real loader raises ``NVMLError_LibraryNotFound`` on this
   GPU-less machine).

@@ -26,6 +26,8 @@ import uuid as uuidlib
 import pynvml
 
 MIB = 1024 * 1024
+#: what NVML says of an NVSwitch at the far end of an NVLink (GH100 NVSwitch)
+NVSWITCH_PCI_DEVICE_ID = 0x22A310DE
 
 DEFAULT_PCI_ADDRESSES = (
     '0000:3b:00.0', '0000:5e:00.0', '0000:86:00.0', '0000:af:00.0',
@@ -86,6 +88,8 @@ class GpuProfile:
     idle_power_mw: int = 50000
     #: its MIG geometry (a key of ``inventory.mig_profiles.BOARDS``)
     mig_board: str | None = None
+    #: NVLink ports (0: no NVLink, the NVLink calls are NotSupported)
+    nvlinks: int = 0
 
 
 _FAN = 'nvmlDeviceGetFanSpeed'
@@ -121,7 +125,8 @@ PROFILES: dict[str, GpuProfile] = {p.key: p for p in (
             ('16C', 16384, 5), ('20C', 20480, 4), ('40C', 40960, 2),
             ('80C', 81920, 1))),
         unsupported=frozenset({_FAN, _ENCODER}) | _RETIRED,
-        unsupported_fields=_RETIRED_FIELDS, mig_board='A100_80GB'),
+        unsupported_fields=_RETIRED_FIELDS, mig_board='A100_80GB',
+        nvlinks=12),
     GpuProfile(
         key='H100_SXM5_80GB', name='NVIDIA H100 80GB HBM3',
         arch=pynvml.NVML_DEVICE_ARCH_HOPPER,
@@ -136,7 +141,7 @@ PROFILES: dict[str, GpuProfile] = {p.key: p for p in (
             ('80C', 81920, 1))),
         unsupported=frozenset({_FAN, _ENCODER}) | _RETIRED,
         unsupported_fields=_RETIRED_FIELDS, idle_power_mw=70000,
-        mig_board='H100_80GB'),
+        mig_board='H100_80GB', nvlinks=18),
     # the boards below serve the MIG model (their vGPU types are
     # MIG-backed only in real drivers: none here)
     GpuProfile(
@@ -148,7 +153,8 @@ PROFILES: dict[str, GpuProfile] = {p.key: p for p in (
         power_default_limit_mw=400000, power_min_limit_mw=100000,
         power_max_limit_mw=400000, max_sm_clock=1410, max_mem_clock=1215,
         unsupported=frozenset({_FAN, _ENCODER}) | _RETIRED,
-        unsupported_fields=_RETIRED_FIELDS, mig_board='A100_40GB'),
+        unsupported_fields=_RETIRED_FIELDS, mig_board='A100_40GB',
+        nvlinks=12),
     GpuProfile(
         key='A30', name='NVIDIA A30',
         arch=pynvml.NVML_DEVICE_ARCH_AMPERE,
@@ -159,7 +165,7 @@ PROFILES: dict[str, GpuProfile] = {p.key: p for p in (
         power_max_limit_mw=165000, max_sm_clock=1440, max_mem_clock=1215,
         unsupported=frozenset({_FAN, _ENCODER}) | _RETIRED,
         unsupported_fields=_RETIRED_FIELDS, idle_power_mw=30000,
-        mig_board='A30'),
+        mig_board='A30', nvlinks=4),
     GpuProfile(
         key='H200', name='NVIDIA H200',
         arch=pynvml.NVML_DEVICE_ARCH_HOPPER,
@@ -170,7 +176,7 @@ PROFILES: dict[str, GpuProfile] = {p.key: p for p in (
         power_max_limit_mw=700000, max_sm_clock=1980, max_mem_clock=3201,
         unsupported=frozenset({_FAN, _ENCODER}) | _RETIRED,
         unsupported_fields=_RETIRED_FIELDS, idle_power_mw=75000,
-        mig_board='H200'),
+        mig_board='H200', nvlinks=18),
     GpuProfile(
         key='B200', name='NVIDIA B200',
         arch=pynvml.NVML_DEVICE_ARCH_BLACKWELL,
@@ -182,7 +188,29 @@ PROFILES: dict[str, GpuProfile] = {p.key: p for p in (
         power_max_limit_mw=1000000, max_sm_clock=1965, max_mem_clock=3996,
         unsupported=frozenset({_FAN, _ENCODER}) | _RETIRED,
         unsupported_fields=_RETIRED_FIELDS, idle_power_mw=140000,
-        mig_board='B200'),
+        mig_board='B200', nvlinks=18),
+    GpuProfile(
+        key='H100_NVL', name='NVIDIA H100 NVL',
+        arch=pynvml.NVML_DEVICE_ARCH_HOPPER,
+        pci_device_id=0x232110DE, pci_subsystem_id=0x183910DE,
+        memory_mib=95830, reserved_mib=600, cuda_cc=(9, 0), mig_capable=True,
+        shutdown_c=92, slowdown_c=89, gpu_max_c=87, mem_max_c=95,
+        power_default_limit_mw=400000, power_min_limit_mw=200000,
+        power_max_limit_mw=400000, max_sm_clock=1785, max_mem_clock=2619,
+        unsupported=frozenset({_FAN, _ENCODER}) | _RETIRED,
+        unsupported_fields=_RETIRED_FIELDS, idle_power_mw=60000,
+        nvlinks=18),
+    GpuProfile(
+        key='L40S', name='NVIDIA L40S',
+        arch=pynvml.NVML_DEVICE_ARCH_ADA,
+        pci_device_id=0x26B910DE, pci_subsystem_id=0x185110DE,
+        memory_mib=46068, reserved_mib=566, cuda_cc=(8, 9), mig_capable=False,
+        shutdown_c=95, slowdown_c=92, gpu_max_c=87, mem_max_c=None,
+        power_default_limit_mw=350000, power_min_limit_mw=100000,
+        power_max_limit_mw=350000, max_sm_clock=2520, max_mem_clock=9001,
+        unsupported=frozenset({_FAN, 'nvmlDeviceGetMigMode'}) | _RETIRED,
+        unsupported_fields=_RETIRED_FIELDS | {pynvml.NVML_FI_DEV_MEMORY_TEMP},
+        idle_power_mw=35000),
     GpuProfile(
         key='L4', name='NVIDIA L4',
         arch=pynvml.NVML_DEVICE_ARCH_ADA,
@@ -267,6 +295,13 @@ class DeviceSpec:
     metrics: dict = dataclasses.field(default_factory=dict)
     errors: dict = dataclasses.field(default_factory=dict)
     field_errors: dict = dataclasses.field(default_factory=dict)
+    #: the remote PCI address (a GPU or an NVSwitch) of each active
+    #: NVLink, in link order; links past these are inactive
+    nvlinks: tuple[str, ...] = ()
+    #: the placement ``nvmlDeviceGetTopologyCommonAncestor`` compares
+    numa_node: int | None = None
+    pci_switch: str | None = None
+    root_port: str | None = None
 
 
 class FakeDevice:
@@ -307,6 +342,13 @@ class FakeDevice:
         self.active_vgpus: list[tuple[int, int, int]] = []  # (id, type, sm)
         # vGPU instance id -> (mdev UUID or None, VM UUID or None)
         self.vgpu_vms: dict[int, tuple[str | None, str | None]] = {}
+        if len(spec.nvlinks) > profile.nvlinks:
+            raise ValueError('%s has %d NVLinks, not %d' % (
+                profile.key, profile.nvlinks, len(spec.nvlinks)))
+        self.nvlinks = tuple(parse_pci(a) for a in spec.nvlinks)
+        self.numa_node = spec.numa_node
+        self.pci_switch = spec.pci_switch
+        self.root_port = spec.root_port
         self._energy_at = time.monotonic()
         self._struct = pynvml.struct_c_nvmlDevice_t()
         self.handle = ctypes.pointer(self._struct)

@@ -350,3 +350,76 @@ class InfoCalls:
         return abi.put_string(buf, vm, size)
 
     del _vgpu_type_fn
+
+    # -- topology ---------------------------------------------------------
+    @staticmethod
+    def _link(dev, link):
+        """(code, remote (domain, bus, device, function) or None)."""
+        if not dev.profile.nvlinks:
+            return pynvml.NVML_ERROR_NOT_SUPPORTED, None
+        link = abi.arg_value(link)
+        if not 0 <= link < dev.profile.nvlinks:
+            return pynvml.NVML_ERROR_INVALID_ARGUMENT, None
+        remote = dev.nvlinks[link] if link < len(dev.nvlinks) else None
+        return pynvml.NVML_SUCCESS, remote
+
+    def _remote_device(self, pci):
+        for other in self.fake.devices:
+            if other.pci == pci:
+                return other
+        return None
+
+    @abi.device_fn
+    def nvmlDeviceGetNvLinkState(self, dev, link, out):
+        code, remote = self._link(dev, link)
+        if code == pynvml.NVML_SUCCESS:
+            abi.out(out).value = (pynvml.NVML_FEATURE_ENABLED if remote
+                                  else pynvml.NVML_FEATURE_DISABLED)
+        return code
+
+    @abi.device_fn
+    def nvmlDeviceGetNvLinkRemotePciInfo_v2(self, dev, link, out):
+        code, remote = self._link(dev, link)
+        if code != pynvml.NVML_SUCCESS:
+            return code
+        if remote is None:
+            return pynvml.NVML_ERROR_INVALID_ARGUMENT  # an inactive link
+        info = abi.out(out)
+        other = self._remote_device(remote)
+        info.busIdLegacy = ('%04X:%02X:%02X.%X' % remote).encode()
+        info.busId = ('%08X:%02X:%02X.%X' % remote).encode()
+        info.domain, info.bus, info.device = remote[:3]
+        info.pciDeviceId = (other.profile.pci_device_id if other
+                            else boards.NVSWITCH_PCI_DEVICE_ID)
+        return pynvml.NVML_SUCCESS
+
+    @abi.device_fn
+    def nvmlDeviceGetNvLinkRemoteDeviceType(self, dev, link, out):
+        code, remote = self._link(dev, link)
+        if code != pynvml.NVML_SUCCESS:
+            return code
+        if remote is None:
+            abi.out(out).value = pynvml.NVML_NVLINK_DEVICE_TYPE_UNKNOWN
+        elif self._remote_device(remote) is not None:
+            abi.out(out).value = pynvml.NVML_NVLINK_DEVICE_TYPE_GPU
+        else:
+            abi.out(out).value = pynvml.NVML_NVLINK_DEVICE_TYPE_SWITCH
+        return pynvml.NVML_SUCCESS
+
+    @abi.device_fn
+    def nvmlDeviceGetTopologyCommonAncestor(self, dev, other, out):
+        other = self.fake.device_by_handle(other)
+        if other is None:
+            return pynvml.NVML_ERROR_INVALID_ARGUMENT
+        if other is dev:
+            level = pynvml.NVML_TOPOLOGY_INTERNAL
+        elif dev.pci_switch and dev.pci_switch == other.pci_switch:
+            level = pynvml.NVML_TOPOLOGY_SINGLE
+        elif dev.root_port and dev.root_port == other.root_port:
+            level = pynvml.NVML_TOPOLOGY_MULTIPLE
+        elif dev.numa_node == other.numa_node:
+            level = pynvml.NVML_TOPOLOGY_NODE
+        else:
+            level = pynvml.NVML_TOPOLOGY_SYSTEM
+        abi.out(out).value = level
+        return pynvml.NVML_SUCCESS

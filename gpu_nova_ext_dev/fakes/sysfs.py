@@ -13,8 +13,11 @@
 """A sysfs tree for the ``sysfs`` inventory source (tests and tools).
 
 The tree has the real layout: ``devices/pci0000:00/<address>/`` holds the
-attributes and ``bus/pci/devices/<address>`` links to it; ``driver``,
-``physfn`` and ``virtfn<N>`` are symbolic links as the kernel makes them::
+attributes (nested under the bridges a function sits below:
+``add_bridge``, ``parent=``) and ``bus/pci/devices/<address>`` links to
+it; ``driver``, ``physfn`` and ``virtfn<N>`` are symbolic links as the
+kernel makes them (a board's whole PCI tree:
+:meth:`gpu_nova_ext_dev.fakes.topology.Layout.build_sysfs`)::
 
     tree = self.useFixture(sysfs.SysfsTree())
     tree.add_gpu('0000:3d:00.0', '10de', '26b9', driver='nvidia')
@@ -38,6 +41,8 @@ class SysfsTree(fixtures.Fixture):
         for path in (self._devices, self._bus, self._drivers):
             os.makedirs(path)
         self._vf_count: dict[str, int] = {}
+        #: address -> its directory (nested under its bridges)
+        self._dirs: dict[str, str] = {}
 
     def _write(self, devdir: str, name: str, text: str) -> None:
         path = os.path.join(devdir, name)
@@ -48,14 +53,27 @@ class SysfsTree(fixtures.Fixture):
     def add_function(self, address: str, vendor: str, device: str,
                      klass: int = 0x030200, driver: str | None = None,
                      numa_node: int = -1,
-                     subsystem: tuple[str, str] | None = None) -> str:
+                     subsystem: tuple[str, str] | None = None,
+                     parent: str | None = None,
+                     host_bridge: str | None = None) -> str:
         """One PCI function; returns its directory.
 
         ``subsystem`` is (subsystem vendor, subsystem device); the kernel
         writes both files for every function, the vendor's IDs by default.
+        ``parent`` is the bridge (added before) the function sits below;
+        without one it hangs off the host bridge ``host_bridge``
+        (``pci0000:00`` by default), as a root port or an integrated
+        device does.
         """
-        devdir = os.path.join(self._devices, address)
+        if parent is not None:
+            top = self._dirs[parent]
+        elif host_bridge is not None:
+            top = os.path.join(self.root, 'devices', host_bridge)
+        else:
+            top = self._devices
+        devdir = os.path.join(top, address)
         os.makedirs(devdir)
+        self._dirs[address] = devdir
         self._write(devdir, 'vendor', '0x%s' % vendor)
         self._write(devdir, 'device', '0x%s' % device)
         self._write(devdir, 'class', '0x%06x' % klass)
@@ -71,6 +89,14 @@ class SysfsTree(fixtures.Fixture):
             os.symlink(os.path.relpath(drvdir, devdir),
                        os.path.join(devdir, 'driver'))
         return devdir
+
+    def add_bridge(self, address: str, parent: str | None = None,
+                   host_bridge: str | None = None, numa_node: int = -1,
+                   vendor: str = '8086', device: str = '352a') -> str:
+        """A PCI bridge (class 0x0604): a root port or a switch port."""
+        return self.add_function(address, vendor, device, klass=0x060400,
+                                 driver='pcieport', numa_node=numa_node,
+                                 parent=parent, host_bridge=host_bridge)
 
     def add_gpu(self, address: str, vendor: str = '10de',
                 device: str = '26b9', **kwargs) -> str:
@@ -89,7 +115,7 @@ class SysfsTree(fixtures.Fixture):
         """
         devdir = self.add_function(address, vendor, device, driver=driver,
                                    numa_node=numa_node, klass=klass)
-        pfdir = os.path.join(self._devices, pf)
+        pfdir = self._dirs[pf]
         os.symlink(os.path.relpath(pfdir, devdir),
                    os.path.join(devdir, 'physfn'))
         index = self._vf_count.get(pf, 0)
@@ -157,10 +183,12 @@ class GpuTree(SysfsTree):
         super()._setUp()
         self.errors = KernelErrors()
         self._hwmon_count = 0
+        #: xGMI hive id -> its ``xgmi_hive_info`` directory
+        self._hives: dict[int, str] = {}
         self._cards = 0
 
     def _devdir(self, address: str) -> str:
-        return os.path.join(self._devices, address)
+        return self._dirs[address]
 
     def _hwmon(self, devdir: str, name: str) -> str:
         hwmon = os.path.join(devdir, 'hwmon', 'hwmon%d' % self._hwmon_count)
@@ -178,9 +206,19 @@ class GpuTree(SysfsTree):
     def add_amd_gpu(self, address: str, device: str = '74a1',
                     klass: int = 0x120000, numa_node: int = 0,
                     vram_total_mib: int = 196592, unique_id: str =
-                    '0x5f8a1c0e3a2b4d7e') -> str:
+                    '0x5f8a1c0e3a2b4d7e', xgmi_hive: int | None = None,
+                    parent: str | None = None) -> str:
+        """An amdgpu device; ``xgmi_hive``: the id of its xGMI hive.
+
+        As amdgpu does, the first device of a hive holds the
+        ``xgmi_hive_info`` directory (``xgmi_hive_id``, ``node<N>`` links
+        to its devices) and the others link to it.
+        """
         devdir = self.add_function(address, '1002', device, klass=klass,
-                                   driver='amdgpu', numa_node=numa_node)
+                                   driver='amdgpu', numa_node=numa_node,
+                                   parent=parent)
+        if xgmi_hive is not None:
+            self._join_hive(devdir, xgmi_hive)
         self._write(devdir, 'unique_id', unique_id)
         self._write(devdir, 'gpu_busy_percent', '0')
         self._write(devdir, 'mem_busy_percent', '0')
@@ -206,6 +244,19 @@ class GpuTree(SysfsTree):
             self.ras(address, block, 0, 0)
         self._card(devdir)
         return devdir
+
+    def _join_hive(self, devdir: str, hive_id: int) -> None:
+        info = self._hives.get(hive_id)
+        if info is None:
+            info = os.path.join(devdir, 'xgmi_hive_info')
+            self._hives[hive_id] = info
+            self._write(info, 'xgmi_hive_id', str(hive_id))
+        else:
+            os.symlink(os.path.relpath(info, devdir),
+                       os.path.join(devdir, 'xgmi_hive_info'))
+        nodes = len([n for n in os.listdir(info) if n.startswith('node')])
+        os.symlink(os.path.relpath(devdir, info),
+                   os.path.join(info, 'node%d' % nodes))
 
     def add_xe_gpu(self, address: str, device: str = '0bd5',
                    numa_node: int = 0) -> str:
@@ -244,3 +295,4 @@ class GpuTree(SysfsTree):
         import shutil
         shutil.rmtree(self._devdir(address))
         os.unlink(os.path.join(self._bus, address))
+        del self._dirs[address]

@@ -14,6 +14,7 @@
 import testtools
 
 from gpu_nova_ext.inventory import libvirt_source as ls
+from gpu_nova_ext.tests.unit.inventory import helpers
 
 PF = """<device>
   <name>pci_0000_3b_00_0</name>
@@ -184,3 +185,57 @@ class TestMalformedDeviceSkipped(testtools.TestCase):
         self.assertEqual(1, len(source.warnings))
         self.assertIn('pci_0000_99_00_0', source.warnings[0])
         self.assertIn('malformed', source.warnings[0])
+
+
+def nodedev(address, parent, klass, vendor='10de', product='2330'):
+    """A PCI node device as libvirt writes it, with its ``<parent>``."""
+    domain, bus, rest = address.split(':')
+    slot, function = rest.split('.')
+    return """<device><name>pci_%s</name><parent>%s</parent>
+      <capability type='pci'><class>%s</class><domain>%d</domain>
+      <bus>%d</bus><slot>%d</slot><function>%d</function>
+      <product id='0x%s'/><vendor id='0x%s'/><numa node='1'/>
+      </capability></device>""" % (
+        address.replace(':', '_').replace('.', '_'), parent, klass,
+        int(domain, 16), int(bus, 16), int(slot, 16), int(function, 16),
+        product, vendor)
+
+
+class TestPciSwitch(testtools.TestCase):
+    """``pci_switch`` from the node devices' ``<parent>`` chain."""
+
+    BRIDGE = '0x060400'
+
+    def build(self, xmls):
+        return ls.build_gpus([ls.parse_nodedev(x) for x in xmls],
+                             warn=lambda *a: None, note=lambda *a: None)
+
+    def test_behind_a_switch_the_upstream_port(self):
+        gpus = self.build([
+            nodedev('0000:99:01.0', 'computer', self.BRIDGE, '8086', '352a'),
+            nodedev('0000:9a:00.0', 'pci_0000_99_01_0', self.BRIDGE, '1000',
+                    'c030'),
+            nodedev('0000:9b:08.0', 'pci_0000_9a_00_0', self.BRIDGE, '1000',
+                    'c030'),
+            nodedev('0000:9d:00.0', 'pci_0000_9b_08_0', '0x030200')])
+        self.assertEqual('0000:9a:00.0', gpus['0000:9d:00.0'].pci_switch)
+        self.assertEqual(1, gpus['0000:9d:00.0'].numa_node)
+
+    def test_below_a_root_port_or_computer_none(self):
+        gpus = self.build([
+            nodedev('0000:99:01.0', 'computer', self.BRIDGE, '8086', '352a'),
+            nodedev('0000:9d:00.0', 'pci_0000_99_01_0', '0x030200'),
+            nodedev('0000:3b:00.0', 'computer', '0x030200'),
+            # a parent libvirt did not list
+            nodedev('0000:5e:00.0', 'pci_0000_5d_00_0', '0x030200')])
+        self.assertEqual([None, None, None],
+                         [g.pci_switch for g in gpus.values()])
+
+    def test_the_shipped_real_sample_has_no_switch(self):
+        with open(helpers.SAMPLE_HOST) as f:
+            text = f.read()
+        xmls = ['<device>' + part.split('</device>')[0] + '</device>'
+                for part in text.split('<device>')[1:]]
+        gpus = self.build(xmls)
+        self.assertEqual(4, len(gpus))
+        self.assertEqual({None}, {g.pci_switch for g in gpus.values()})

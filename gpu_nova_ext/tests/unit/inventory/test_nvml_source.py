@@ -185,3 +185,50 @@ class TestNvmlErrors(NvmlTestCase):
         inv = manager.discover(self.conf, sources=['nvml'])
         self.assertEqual('H100_80GB_HBM3', inv.gpu('0000:5e:00.0').model)
         self.assertEqual(1, len(inv.warnings))
+
+
+class TestNvLinks(NvmlTestCase):
+    """NVLink peers through the real pynvml over the fake library."""
+
+    def test_bridged_pair(self):
+        self.useFixture(fake_nvml.FakeNvml([
+            fake_nvml.DeviceSpec('A100_80GB_PCIE', pci_address='0000:3b:00.0',
+                                 nvlinks=('0000:5e:00.0',) * 12),
+            fake_nvml.DeviceSpec('A100_80GB_PCIE', pci_address='0000:5e:00.0',
+                                 nvlinks=('0000:3b:00.0',) * 12)]))
+        gpus, warnings = self.discover()
+        self.assertEqual([], warnings)
+        self.assertEqual({'0000:5e:00.0': 12},
+                         gpus['0000:3b:00.0'].nvlink_peers)
+
+    def test_no_nvlink_board_is_quiet_and_asked_once(self):
+        fake = self.useFixture(fake_nvml.FakeNvml(['L4', 'A100_80GB_PCIE']))
+        gpus, warnings = self.discover()
+        self.assertEqual([], warnings)
+        self.assertEqual([{}, {}], [g.nvlink_peers for g in gpus.values()])
+        # L4: NotSupported on link 0; A100: 12 inactive links, then
+        # InvalidArgument on link 12
+        self.assertEqual(1 + 13, fake.calls['nvmlDeviceGetNvLinkState'])
+        self.assertEqual(0, fake.calls['nvmlDeviceGetNvLinkRemotePciInfo_v2'])
+
+    def test_other_error_warns_and_reports_no_links(self):
+        fake = self.useFixture(fake_nvml.FakeNvml([
+            fake_nvml.DeviceSpec('H100_SXM5_80GB',
+                                 nvlinks=('0000:05:00.0',) * 18)]))
+        fake.set_error(0, 'nvmlDeviceGetNvLinkRemotePciInfo_v2',
+                       pynvml.NVML_ERROR_UNKNOWN)
+        gpus, warnings = self.discover()
+        self.assertEqual({}, gpus['0000:3b:00.0'].nvlink_peers)
+        self.assertEqual(1, len(warnings), warnings)
+        self.assertIn('NVLink 0 of GPU 0000:3b:00.0', warnings[0])
+        # the other facts are still there
+        self.assertEqual('H100_80GB_HBM3', gpus['0000:3b:00.0'].model)
+
+    def test_lost_gpu_while_reading_links(self):
+        fake = self.useFixture(fake_nvml.FakeNvml([
+            fake_nvml.DeviceSpec('H100_SXM5_80GB',
+                                 nvlinks=('0000:05:00.0',) * 18)]))
+        fake.set_error(0, 'nvmlDeviceGetNvLinkState',
+                       pynvml.NVML_ERROR_GPU_IS_LOST)
+        gpus, _warnings = self.discover()
+        self.assertEqual('unhealthy', gpus['0000:3b:00.0'].health.state)

@@ -11,6 +11,8 @@
 # under the License.
 
 """The sysfs source over a tree the test builds."""
+import os
+
 import testtools
 
 from gpu_nova_ext.inventory import sysfs_source
@@ -87,3 +89,74 @@ class TestSysfsSource(testtools.TestCase):
             sysfs_source.parse_creatable_types(
                 'ID    : vGPU Name\n557   : NVIDIA L4-1B\n'
                 '558 : NVIDIA L4-2Q\n\n'))
+
+
+class TestPciSwitch(testtools.TestCase):
+    """``pci_switch`` from the device's place in the sysfs PCI tree."""
+
+    def setUp(self):
+        super().setUp()
+        self.tree = self.useFixture(sysfs.SysfsTree())
+        self.conf = self.useFixture(helpers.AgentConf(
+            sysfs_root=self.tree.root)).conf
+
+    def discover(self):
+        return sysfs_source.SysfsVfioSource(self.conf).discover()
+
+    def test_switch_root_port_and_root_bus(self):
+        tree = self.tree
+        tree.add_bridge('0000:17:01.0', host_bridge='pci0000:17')
+        tree.add_bridge('0000:18:00.0', parent='0000:17:01.0')
+        tree.add_bridge('0000:19:08.0', parent='0000:18:00.0')
+        tree.add_gpu('0000:1b:00.0', parent='0000:19:08.0', numa_node=0)
+        tree.add_bridge('0000:3c:01.0', host_bridge='pci0000:3c')
+        tree.add_gpu('0000:3d:00.0', parent='0000:3c:01.0', numa_node=0)
+        tree.add_gpu('0000:00:05.0')          # on the root bus itself
+        gpus = self.discover()
+        self.assertEqual(
+            {'0000:1b:00.0': '0000:18:00.0', '0000:3d:00.0': None,
+             '0000:00:05.0': None},
+            {a: g.pci_switch for a, g in gpus.items()})
+        self.assertEqual(
+            os.path.join(tree.root, 'devices', 'pci0000:17', '0000:17:01.0',
+                         '0000:18:00.0', '0000:19:08.0', '0000:1b:00.0'),
+            os.path.realpath(os.path.join(tree.root, 'bus', 'pci',
+                                          'devices', '0000:1b:00.0')))
+
+    def test_a_parent_that_is_no_bridge_is_no_switch(self):
+        # a function below another function (a multi-function quirk)
+        self.tree.add_bridge('0000:17:01.0', host_bridge='pci0000:17')
+        self.tree.add_function('0000:18:00.0', '1000', '0097',
+                               klass=0x010700, parent='0000:17:01.0')
+        self.tree.add_gpu('0000:18:00.1', parent='0000:18:00.0')
+        self.assertIsNone(self.discover()['0000:18:00.1'].pci_switch)
+
+
+class TestXgmiHive(testtools.TestCase):
+    """An MI300X platform: 8 GPUs of one xGMI hive, as amdgpu lays it."""
+
+    def test_one_hive_one_domain(self):
+        from gpu_nova_ext.inventory import manager
+        from gpu_nova_ext.inventory import topology
+        tree = self.useFixture(sysfs.GpuTree())
+        hive = 0x9a3c5e7f12345678
+        addresses = ['0000:%02x:00.0' % b for b in
+                     (0x05, 0x25, 0x45, 0x65, 0x85, 0xa5, 0xc5, 0xe5)]
+        for i, address in enumerate(addresses):
+            tree.add_amd_gpu(address, numa_node=i // 4, xgmi_hive=hive)
+        tree.add_amd_gpu('0000:f5:00.0', numa_node=1)   # no hive
+        conf = self.useFixture(helpers.AgentConf(sysfs_root=tree.root)).conf
+        inv = manager.discover(conf, sources=['sysfs'])
+        self.assertEqual(['%x' % hive] * 8 + [None],
+                         [g.xgmi_hive for g in inv.gpus])
+        self.assertEqual([addresses[0]] * 8 + [None],
+                         [g.link_domain for g in inv.gpus])
+        rows = topology.matrix(inv.gpus)
+        self.assertEqual(['X'] + ['XGMI'] * 7 + ['SYS'], rows[0])
+        # the first device holds the hive directory, the others link to it
+        first = os.path.join(tree.path(addresses[0], 'xgmi_hive_info'))
+        self.assertFalse(os.path.islink(first))
+        self.assertTrue(os.path.islink(
+            tree.path(addresses[1], 'xgmi_hive_info')))
+        self.assertEqual(8, len([n for n in os.listdir(first)
+                                 if n.startswith('node')]))
