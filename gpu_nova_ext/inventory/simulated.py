@@ -26,6 +26,8 @@ top-level ``gpus:`` key around the mapping is accepted too)::
       serial: "1324021012345"           # optional
       vendor: nvidia                    # optional; else from name / libvirt
       numa_node: 0                      # optional; libvirt's wins
+      pci_switch: "0000:3a:00.0"        # optional: the PCIe switch above
+      nvlink_peers: {"0000:3c:00.0": 12}  # optional: NVLink peer -> links
       mig: {capable: true, enabled: false}   # optional
       slowdown_temperature_c: 87        # optional
       shutdown_temperature_c: 92        # optional
@@ -115,6 +117,18 @@ def _vgpu_types(value: Any) -> list[base.MdevType]:
     return types
 
 
+def _peers(value: Any) -> dict[str, int]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError('nvlink_peers must map PCI addresses to links')
+    out = {}
+    for peer, links in value.items():
+        count = _number(links, 'nvlink_peers links')
+        out[naming.normalize_pci_address(str(peer))] = int(count or 0)
+    return out
+
+
 def gpu_from_entry(address: str, entry: dict) -> base.Gpu:
     """One YAML entry -> a :class:`Gpu`; ValueError names what is wrong."""
     if not isinstance(entry, dict):
@@ -134,6 +148,7 @@ def gpu_from_entry(address: str, entry: dict) -> base.Gpu:
     if not isinstance(mig, dict):
         raise ValueError('mig must be {capable, enabled}')
     numa = _number(entry.get('numa_node'), 'numa_node')
+    switch = _string(entry.get('pci_switch'), 'pci_switch')
     return base.Gpu(
         pci_address=address,
         vendor=vendor or naming.vendor_from_name(name),
@@ -143,6 +158,9 @@ def gpu_from_entry(address: str, entry: dict) -> base.Gpu:
         uuid=_string(entry.get('uuid'), 'uuid'),
         serial=_string(entry.get('serial'), 'serial'),
         numa_node=int(numa) if numa is not None else None,
+        pci_switch=(naming.normalize_pci_address(switch)
+                    if switch else None),
+        nvlink_peers=_peers(entry.get('nvlink_peers')),
         driver_version=_string(entry.get('driver_version'),
                                'driver_version'),
         cuda_cc=_string(entry.get('cuda_cc'), 'cuda_cc'),

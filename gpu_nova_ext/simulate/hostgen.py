@@ -79,6 +79,13 @@ MEMORY_MIB = {
 }
 DEFAULT_DRIVER = {'nvidia': '550.54.15', 'amd': '6.8.5', 'intel': '1.3.29'}
 FIRST_BUS = 0x10
+#: the PCIe switches' upstream ports, one per two GPUs (design doc:
+#: Topology); the GPUs' buses start at FIRST_BUS
+SWITCH_BUS = 0x04
+NVLINK = ('none', 'pairs', 'all')
+#: NVLinks per peer: a bridge joins a pair with 12 (A100) or more; an
+#: NVSwitch board's GPUs reach every other through the switches
+_LINKS = {'pairs': 12, 'all': 18}
 
 
 @dataclasses.dataclass
@@ -98,6 +105,8 @@ class GpuSpec:
     health: str | None = None
     #: the ``mig_layout.Layout`` of the GPUs (mode ``mig``)
     layout: Any = None
+    #: NVLink: none, pairs (bridged pairs) or all (an NVSwitch board)
+    nvlink: str = 'none'
 
     @property
     def vendor_id(self) -> str:
@@ -247,6 +256,16 @@ def _facts(spec: GpuSpec) -> dict[str, Any]:
     return facts
 
 
+def _nvlink_peers(spec: GpuSpec, k: int) -> list[int]:
+    """The kind's GPUs (by position) GPU ``k`` of it has NVLinks to."""
+    if spec.nvlink == 'pairs':
+        partner = k ^ 1
+        return [partner] if partner < spec.count else []
+    if spec.nvlink == 'all':
+        return [j for j in range(spec.count) if j != k]
+    return []
+
+
 def generate(specs: list[GpuSpec]) -> Generated:
     """The host XML and GPU facts of a host with these GPUs."""
     devices = []
@@ -255,10 +274,14 @@ def generate(specs: list[GpuSpec]) -> Generated:
     migs: dict[str, MigType] = {}
     bus = FIRST_BUS
     index = 0
+    total = sum(spec.count for spec in specs)
     for spec in specs:
+        kind_first = index
         for _ in range(spec.count):
             pf = _address(bus)
-            numa = index % 2
+            # two sockets: the first half of the GPUs on node 0 (two GPUs
+            # per PCIe switch, as boards pair them)
+            numa = 0 if index < (total + 1) // 2 else 1
             name = spec.vgpu_name or spec.vgpu_type or ''
             if spec.mode == MIG_MODE:
                 # one VF per GPU instance, each with its profile's type
@@ -292,6 +315,12 @@ def generate(specs: list[GpuSpec]) -> Generated:
             if spec.vgpu_type and spec.vgpu_type not in mdev_types:
                 mdev_types.append(spec.vgpu_type)
             facts[pf] = _facts(spec)
+            facts[pf]['pci_switch'] = _address(SWITCH_BUS + index // 2)
+            peers = _nvlink_peers(spec, index - kind_first)
+            if peers:
+                facts[pf]['nvlink_peers'] = {
+                    _address(bus + 2 * (k - (index - kind_first))):
+                    _LINKS[spec.nvlink] for k in peers}
             bus += 2
             index += 1
     xml = '<node>\n%s\n</node>\n' % '\n'.join(devices)
@@ -334,7 +363,8 @@ def parse(src: schema.Source, value: list, entry: str,
                             if 'driver_version' in item else None),
             metrics={str(k): float(v)
                      for k, v in (item.get('metrics') or {}).items()},
-            health=item.get('health'))
+            health=item.get('health'),
+            nvlink=item.get('nvlink', 'none'))
         if model in layouts:
             layout = layouts[model]
             if item.get('mode') == 'passthrough':

@@ -279,4 +279,29 @@ class Meter:
             'usage_by_model': {
                 model: {'gpus': n, 'allocation_pct': _pct(units, n)}
                 for model, (n, units) in sorted(by_model.items())},
+            **self._topology(landed),
         }
+
+    def _topology(self, landed) -> dict[str, int]:
+        """Multi-GPU servers, and how many are split.
+
+        Their GPUs not in one NVLink domain, or on several NUMA nodes, as
+        the host's agent reported its GPUs (design doc: Topology).
+        """
+        multi = split_link = split_numa = 0
+        for server in landed:
+            if len(server.gpus) < 2:
+                continue
+            multi += 1
+            host = self.hosts.get(server.host)
+            reported = {g['pci_address']: g for g in (
+                (host.payload or {}).get('gpus') or [] if host else [])}
+            gpus = [reported.get(a, {}) for a in server.gpus]
+            domains = {g.get('link_domain') for g in gpus}
+            if len(domains) > 1 or None in domains:
+                split_link += 1
+            if len({g.get('numa_node') for g in gpus}) > 1:
+                split_numa += 1
+        return {'multi_gpu_servers': multi,
+                'multi_gpu_not_in_one_link_domain': split_link,
+                'multi_gpu_across_numa_nodes': split_numa}

@@ -209,6 +209,8 @@ def _summary(result: runner.Result) -> list[str]:
         ['fragmentation', '%.1f%% of free GPU capacity unusable by the '
          'flavor mix' % s['fragmentation_pct']],
         ['fully free GPU hosts', str(s['fully_free_gpu_hosts'])],
+        ['multi-GPU servers / not in one NVLink domain / across NUMA',
+         _multi(s)],
     ]
     rows += [['usage %s' % model, '%.1f%% of %d GPUs' % (
         u['allocation_pct'], u['gpus'])]
@@ -216,6 +218,12 @@ def _summary(result: runner.Result) -> list[str]:
     if result.stop_reason:
         rows.append(['stopped', result.stop_reason])
     return text_table.lines(['SUMMARY', ''], rows)
+
+
+def _multi(summary: dict) -> str:
+    return '%d / %d / %d' % (summary['multi_gpu_servers'],
+                             summary['multi_gpu_not_in_one_link_domain'],
+                             summary['multi_gpu_across_numa_nodes'])
 
 
 def compare_table(results: list[runner.Result]) -> list[str]:
@@ -242,6 +250,8 @@ def compare_table(results: list[runner.Result]) -> list[str]:
                            for r in results]],
         ['fully free GPU hosts', [str(r.summary['fully_free_gpu_hosts'])
                                   for r in results]],
+        ['multi-GPU servers / not in one NVLink domain / across NUMA', [
+            _multi(r.summary) for r in results]],
         ['hosts missing state', [str(r.summary['hosts_missing_state'])
                                  for r in results]],
     ]
