@@ -45,6 +45,7 @@ import urllib.request
 
 import yaml
 
+from gpu_nova_ext.operator import nova_conf
 from gpu_nova_ext_dev.cloud import hosts as cloud_hosts
 
 TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
@@ -69,9 +70,8 @@ SCHEDULER_FILTERS = [
     'ComputeFilter', 'ComputeCapabilitiesFilter', 'ImagePropertiesFilter',
     'ServerGroupAntiAffinityFilter', 'ServerGroupAffinityFilter',
     'PciPassthroughFilter']
-GPU_FILTERS = ['GpuModelFilter', 'GpuMemoryFilter', 'GpuCapabilityFilter',
-               'GpuHealthFilter', 'GpuReservationFilter',
-               'GpuCandidateOrderFilter']
+# what gpu-nova-ext nova-conf enables, in its order
+GPU_FILTERS = list(nova_conf.GPU_FILTERS)
 
 
 class CloudError(Exception):

@@ -58,9 +58,8 @@ CONF = nova_conf.CONF
 
 IMAGE = '155d900f-4e14-4e4c-a73d-069cbf4541e6'
 
-GPU_FILTERS = ['GpuModelFilter', 'GpuMemoryFilter', 'GpuCapabilityFilter',
-               'GpuHealthFilter', 'GpuReservationFilter',
-               'GpuPowerProfileFilter', 'GpuCandidateOrderFilter']
+# what gpu-nova-ext nova-conf enables, in its order
+GPU_FILTERS = list(nova_conf_gen.GPU_FILTERS)
 
 # A fakelibvirt host as both sides see it: gpu_nova_ext_dev.libvirt_hosts
 PGPU0 = libvirt_hosts.PGPU0
