@@ -162,6 +162,26 @@ strongly to avoid hosts whose idle GPU capacity it would strand.  0 turns
 it off; GPU requests are not affected.
 """),
     cfg.Opt(
+        'topology_weight_multiplier',
+        type=MULTIPLIER,
+        default=10.0,
+        help="""
+Multiplier of GpuTopologyWeigher: for a GPU request, how strongly to take
+GPUs from the NVLink (xGMI) domains with the least free capacity, so that
+whole domains stay free for the multi-GPU servers that need them.  Hosts
+whose GPUs have no link domain weigh as the mean.
+
+Possible values:
+
+* A positive number: use up half-used domains first.  The default (10.0)
+  matches the packing weigher's magnitude.
+* 0: off.
+
+Related options:
+
+* ``gpu:topology`` (flavor): requires one domain, switch or NUMA node.
+"""),
+    cfg.Opt(
         'reservation_weight_multiplier',
         type=MULTIPLIER,
         default=100.0,

@@ -10,9 +10,9 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""The weighers of a host's free GPU capacity: GpuPackingWeigher and
-GpuFragmentationWeigher for GPU requests, GpuHostAvoidanceWeigher for
-requests without GPUs."""
+"""The weighers of a host's free GPU capacity: GpuPackingWeigher,
+GpuFragmentationWeigher and GpuTopologyWeigher for GPU requests,
+GpuHostAvoidanceWeigher for requests without GPUs."""
 from gpu_nova_ext.scheduler import fragmentation
 from gpu_nova_ext.scheduler import weighing
 
@@ -83,3 +83,25 @@ class GpuFragmentationWeigher(weighing.GpuWeigher):
             free[index] = max(0.0, free[index] - units)
         return before - fragmentation.fragmentation(
             free, vcpus - ctx.vcpus, ram - ctx.ram_mb, mix)
+
+
+class GpuTopologyWeigher(weighing.GpuWeigher):
+    """Take GPUs from the NVLink domains with the least room first.
+
+    Design doc: Topology.  Raw value: minus the free GPU capacity of the
+    link domains the claim draws from, so that small servers use up
+    half-used domains and leave whole ones (an HGX board, a free pair) to
+    the servers that need them.  Unknown (weighs as the mean) when the
+    claimed GPUs have no link domain.
+    """
+
+    OPTION = 'topology_weight_multiplier'
+
+    def value(self, claim, ctx):
+        record = claim.record
+        domains = {g.link_domain for g in claim.gpus} - {None}
+        if record is None or not domains:
+            return None
+        free = fragmentation.gpu_free(record, claim.host_state)
+        return -sum(free[g.index] for g in record.gpus
+                    if g.link_domain in domains)

@@ -14,9 +14,12 @@
 on real Nova HostStates and filter handler (design doc: Topology)."""
 import itertools
 
+from nova.scheduler import weights as nova_weights
+
 from gpu_nova_ext.scheduler.filters import candidate_order
 from gpu_nova_ext.scheduler.filters import topology
 from gpu_nova_ext.scheduler import request
+from gpu_nova_ext.scheduler.weighers import capacity
 from gpu_nova_ext.tests.unit.scheduler import base
 from gpu_nova_ext.tests.unit.scheduler import nova_objects as no
 
@@ -184,3 +187,31 @@ class TestMultiGpuChoice(TopologyCase):
                                      self.spec(2, 'any')))
         self.assertNotIn(1, self.choose(self.host('h', 2, (0,)),
                                         self.spec(2)))
+
+
+class TestTopologyWeigher(TopologyCase):
+
+    def test_half_used_domains_first(self):
+        # "split": GPU 0 of every pair taken; "whole": nothing taken.  A
+        # 1-GPU server uses up a pair on "split" (room 1) and leaves the
+        # whole pairs of "whole" (room 2) to 2-GPU servers
+        self.add_pairs('split', used=(0, 2, 4, 6))
+        self.add_pairs('whole')
+        hosts = [self.host('whole', 1), self.host('split', 1, (0, 2, 4, 6))]
+        spec = self.spec(1)
+        raw = capacity.GpuTopologyWeigher().weigh_objects(
+            [nova_weights.WeighedHost(h, 0.0) for h in hosts], spec)
+        self.assertEqual([-2.0, -1.0], raw)
+        ranked = no.weigh([capacity.GpuTopologyWeigher()], hosts, spec)
+        self.assertEqual('split', ranked[0].obj.host)
+
+    def test_gpus_without_a_domain_weigh_as_the_mean(self):
+        self.add_host('old', [no.gpu_state('old', i, mode='passthrough')
+                              for i in range(2)])
+        self.add_pairs('whole')
+        hosts = [self.host('old', 1, (2, 3, 4, 5, 6, 7)),
+                 self.host('whole', 1)]
+        raw = capacity.GpuTopologyWeigher().weigh_objects(
+            [nova_weights.WeighedHost(h, 0.0) for h in hosts],
+            self.spec(1))
+        self.assertEqual([-2.0, -2.0], raw)

@@ -42,7 +42,8 @@ class TestAllWeighers(WeigherTestCase):
             ['GpuCapabilityWeigher', 'GpuEnergyWeigher',
              'GpuFragmentationWeigher', 'GpuHostAvoidanceWeigher',
              'GpuPackingWeigher', 'GpuPowerWeigher', 'GpuReservationWeigher',
-             'GpuThermalWeigher', 'GpuUtilizationWeigher'],
+             'GpuThermalWeigher', 'GpuTopologyWeigher',
+             'GpuUtilizationWeigher'],
             sorted(c.__name__ for c in gpu_weighers.all_weighers()))
 
 
