@@ -178,24 +178,33 @@ class GpuFilter(filters.BaseHostFilter, filters.CandidateFilterMixin):
             if verdict is ALL_PASS:
                 passed.append(host_state)
             elif verdict.passes:
-                cands = host_state.allocation_candidates
-                keep = [c for c in cands
-                        if verdict.failing.isdisjoint(c['allocations'])]
-                if len(keep) != len(cands):
-                    host_state.allocation_candidates = keep
-                if keep or not cands:
+                if self.keep_candidates(host_state, [
+                        c for c in host_state.allocation_candidates
+                        if verdict.failing.isdisjoint(c['allocations'])],
+                        constraint, name):
                     passed.append(host_state)
-                else:
-                    LOG.debug('%(filter)s: no allocation candidate of host '
-                              '%(host)s draws from a GPU that meets %(what)s',
-                              {'filter': name, 'host': host_state.host,
-                               'what': self.describe(constraint)})
             else:
                 LOG.debug('%(filter)s: no GPU of host %(host)s meets '
                           '%(what)s', {'filter': name,
                                        'host': host_state.host,
                                        'what': self.describe(constraint)})
         return passed
+
+    def keep_candidates(self, host_state, keep: list, constraint: Any,
+                        name: str) -> bool:
+        """Keep only ``keep`` of a host's candidates; whether it passes.
+
+        A host Placement gave no candidate (legacy PCI claim) passes.
+        """
+        cands = host_state.allocation_candidates
+        if len(keep) != len(cands):
+            host_state.allocation_candidates = keep
+        if keep or not cands:
+            return True
+        LOG.debug('%(filter)s: no allocation candidate of host %(host)s '
+                  'meets %(what)s', {'filter': name, 'host': host_state.host,
+                                     'what': self.describe(constraint)})
+        return False
 
     def _missing(self, ctx, host_state, name: str) -> bool:
         """Whether a host without live state passes."""

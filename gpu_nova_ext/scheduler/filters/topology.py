@@ -18,12 +18,8 @@ one GPU).  A multi-GPU candidate is as well connected as the few link
 domains, PCIe switches and NUMA nodes its GPUs span; ``gpu:topology``
 ``nvlink``, ``switch`` or ``numa`` requires one of each.
 """
-from oslo_log import log as logging
-
 from gpu_nova_ext.scheduler import filtering
 from gpu_nova_ext.scheduler import request
-
-LOG = logging.getLogger(__name__)
 
 _SCOPES = {'nvlink': 'NVLink domain', 'switch': 'PCIe switch',
            'numa': 'NUMA node'}
@@ -55,6 +51,8 @@ def connectedness(gpus) -> tuple[int, int, int]:
 
 def meets(gpus, topology: str) -> bool:
     """Whether the GPUs share the ``gpu:topology`` scope (one GPU does)."""
+    if len(gpus) < 2:
+        return True
     field = request.TOPOLOGY_FIELDS[topology]
     first = getattr(gpus[0], field)
     return first is not None and all(getattr(g, field) == first
@@ -95,19 +93,8 @@ class GpuTopologyFilter(filtering.GpuFilter):
                         or self._missing(ctx, host_state, name)):
                     passed.append(host_state)
                 continue
-            cands = host_state.allocation_candidates
-            keep = []
-            for cand in cands:
-                gpus = candidate_gpus(record, cand)
-                if len(gpus) < 2 or meets(gpus, constraint):
-                    keep.append(cand)
-            if len(keep) != len(cands):
-                host_state.allocation_candidates = keep
-            if keep or not cands:
+            keep = [c for c in host_state.allocation_candidates
+                    if meets(candidate_gpus(record, c), constraint)]
+            if self.keep_candidates(host_state, keep, constraint, name):
                 passed.append(host_state)
-            else:
-                LOG.debug('%(filter)s: no allocation candidate of host '
-                          '%(host)s has %(what)s',
-                          {'filter': name, 'host': host_state.host,
-                           'what': self.describe(constraint)})
         return passed
