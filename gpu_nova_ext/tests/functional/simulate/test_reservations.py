@@ -14,17 +14,10 @@
 reserve code writes the trait into the embedded Placement, the agent's
 cycle reads it, the scheduler's filters and weighers act on it."""
 import json
-import os
-import subprocess
-import sys
-import tempfile
 
 import testtools
-import yaml
 
-from gpu_nova_ext.tests import deadline
-
-TIMEOUT = deadline.WAIT_S
+from gpu_nova_ext.tests.functional.simulate import cli
 
 SCENARIO = {
     'description': 'one A100 of cmp-1 kept for team-a, cmp-2 for team-b',
@@ -46,24 +39,10 @@ SCENARIO = {
 }
 
 
-def _simulate(scenario, *args):
-    with tempfile.NamedTemporaryFile('w', suffix='.yaml',
-                                     delete=False) as f:
-        yaml.safe_dump(scenario, f)
-    try:
-        proc = subprocess.run(
-            [sys.executable, '-m', 'gpu_nova_ext.cmd.cli', 'simulate',
-             f.name] + list(args), capture_output=True, text=True,
-            timeout=TIMEOUT)
-    finally:
-        os.unlink(f.name)
-    return proc.returncode, proc.stdout, proc.stderr
-
-
 class TestReservations(testtools.TestCase):
 
     def test_reserved_gpu_and_host_go_to_their_projects(self):
-        rc, out, err = _simulate(SCENARIO, '--format', 'json')
+        rc, out, err = cli.simulate(SCENARIO, '--format', 'json')
         self.assertEqual(0, rc, err)
         data = json.loads(out)
         where = {p['server']: (p['host'], p['gpus'], p.get('project'))
@@ -87,7 +66,7 @@ class TestReservations(testtools.TestCase):
                          (host['servers'], host['other_projects_servers']))
 
     def test_table_shows_who_got_it(self):
-        rc, out, err = _simulate(SCENARIO)
+        rc, out, err = cli.simulate(SCENARIO)
         self.assertEqual(0, rc, err)
         self.assertIn('RESERVATIONS', out)
         self.assertIn('cmp-1 0000:12:00.0 for team-a: its servers there: '
@@ -98,7 +77,7 @@ class TestReservations(testtools.TestCase):
     def test_operator_filters_without_isolation_said(self):
         scenario = dict(SCENARIO, nova_conf={'filter_scheduler': {
             'enabled_filters': ['ComputeFilter', 'GpuReservationFilter']}})
-        rc, out, err = _simulate(scenario)
+        rc, out, err = cli.simulate(scenario)
         self.assertEqual(0, rc, err)
         self.assertIn('NOT ENFORCED: AggregateMultiTenancyIsolation is not '
                       'in nova_conf enabled_filters', out)
@@ -115,7 +94,7 @@ class TestReservations(testtools.TestCase):
                  'reservations[0].project'),
                 ({'project': 'team-a', 'host': 'cmp-1', 'rack': 7},
                  'rack')):
-            rc, out, err = _simulate(dict(SCENARIO, reservations=[entry]))
+            rc, out, err = cli.simulate(dict(SCENARIO, reservations=[entry]))
             self.assertEqual(2, rc, entry)
             self.assertIn(says, err)
             self.assertEqual(1, len(err.strip().splitlines()), err)
@@ -148,7 +127,7 @@ MOVES = {
 class TestReservedMoves(testtools.TestCase):
 
     def test_a_move_keeps_the_servers_project(self):
-        rc, out, err = _simulate(MOVES, '--format', 'json')
+        rc, out, err = cli.simulate(MOVES, '--format', 'json')
         self.assertEqual(0, rc, err)
         data = json.loads(out)
         where = {p['server']: p['host'] for p in data['placements']}

@@ -16,15 +16,10 @@ facts through the state channel, GpuTopologyFilter and the multi-GPU
 choice of GpuCandidateOrderFilter in Nova's scheduler code, and the
 summary's split counts."""
 import json
-import os
-import subprocess
-import sys
-import tempfile
 
 import testtools
-import yaml
 
-from gpu_nova_ext.tests import deadline
+from gpu_nova_ext.tests.functional.simulate import cli
 
 
 def _scenario(extra_specs):
@@ -52,26 +47,13 @@ def _scenario(extra_specs):
     }
 
 
-def _simulate(scenario, *args):
-    with tempfile.NamedTemporaryFile('w', suffix='.yaml',
-                                     delete=False) as f:
-        yaml.safe_dump(scenario, f)
-    try:
-        proc = subprocess.run(
-            [sys.executable, '-m', 'gpu_nova_ext.cmd.cli', 'simulate',
-             f.name, '-f', 'json'] + list(args), capture_output=True,
-            text=True, timeout=deadline.WAIT_S)
-    finally:
-        os.unlink(f.name)
-    return proc
-
-
 class TestTopology(testtools.TestCase):
 
     def test_pairs_kept_whole_and_nvlink_required(self):
-        proc = _simulate(_scenario({}), '--compare', 'pack', 'nova')
-        self.assertEqual(0, proc.returncode, proc.stderr)
-        pack, nova = json.loads(proc.stdout)['policies']
+        rc, out, err = cli.simulate(_scenario({}), '-f', 'json',
+                                    '--compare', 'pack', 'nova')
+        self.assertEqual(0, rc, err)
+        pack, nova = json.loads(out)['policies']
         for result in (pack, nova):
             self.assertEqual(6, result['summary']['multi_gpu_servers'])
         # ours: every 2-GPU server on one bridged pair, one socket
@@ -82,10 +64,10 @@ class TestTopology(testtools.TestCase):
         self.assertGreater(nova['summary'][
             'multi_gpu_not_in_one_link_domain'], 0)
 
-        proc = _simulate(_scenario({'gpu:topology': 'nvlink'}), '--compare',
-                         'spread')
-        self.assertEqual(0, proc.returncode, proc.stderr)
-        spread = json.loads(proc.stdout)
+        rc, out, err = cli.simulate(_scenario({'gpu:topology': 'nvlink'}),
+                                    '-f', 'json', '--compare', 'spread')
+        self.assertEqual(0, rc, err)
+        spread = json.loads(out)
         # required: no split even where spreading would split a pair
         self.assertEqual(6, spread['summary']['multi_gpu_servers'])
         self.assertEqual(0, spread['summary'][
