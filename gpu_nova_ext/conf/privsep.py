@@ -38,10 +38,10 @@ contrib/sudoers.d/gpu-nova-agent allows exactly it.
 
 
 def _opts() -> list[cfg.Opt]:
+    # first: it imports oslo.privsep without eventlet's deprecation warning
+    from gpu_nova_ext import privsep
     from oslo_privsep import capabilities
     from oslo_privsep import priv_context
-
-    from gpu_nova_ext import privsep
     opts = copy.deepcopy(priv_context.OPTS)
     for opt in opts:
         if opt.name == 'capabilities':

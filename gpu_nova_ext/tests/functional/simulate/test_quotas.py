@@ -18,7 +18,7 @@ import json
 
 import testtools
 
-from gpu_nova_ext.tests.functional.simulate import test_reservations
+from gpu_nova_ext.tests.functional.simulate import cli
 
 PASSTHROUGH = {
     'description': 'team-a may use 4 A100s; every project 1 L4',
@@ -53,7 +53,7 @@ PASSTHROUGH = {
 
 
 def _run(scenario):
-    rc, out, err = test_reservations._simulate(scenario, '--format', 'json')
+    rc, out, err = cli.simulate(scenario, '--format', 'json')
     if rc != 0:
         raise AssertionError('simulate exited %d: %s' % (rc, err[-2000:]))
     return json.loads(out)
@@ -118,7 +118,7 @@ class TestQuotas(testtools.TestCase):
         scenario = copy.deepcopy(PASSTHROUGH)
         scenario['quotas'] = [{'project': 'team-a', 'model': 'H200',
                                'limit': 4}]
-        rc, out, err = test_reservations._simulate(scenario)
+        rc, out, err = cli.simulate(scenario)
         self.assertEqual(2, rc)
         self.assertIn("quotas[0].model: no GPU resource class of the "
                       "scenario's hosts matches 'H200' (known: "
