@@ -244,6 +244,8 @@ class HostRecord:
     health_groups: dict[int, tuple[str, ...]]
     # policy -> order(policy), filled on first use
     orders: dict = dataclasses.field(default_factory=dict)
+    # link domain -> GPU units free in it, filled on first use
+    domains: dict | None = None
 
     @property
     def host(self) -> str:
@@ -262,6 +264,17 @@ class HostRecord:
         if family == FAMILY_HEALTH:
             return self.health_groups
         return self.facts.groups[family]
+
+    def domain_free(self) -> dict[str, float]:
+        """Link domain -> the GPU units free in it (design doc: Topology)."""
+        if self.domains is None:
+            out: dict[str, float] = {}
+            for gpu in self.facts.gpus:
+                if gpu.link_domain is not None:
+                    out[gpu.link_domain] = (out.get(gpu.link_domain, 0.0)
+                                            + self.free[gpu.index])
+            self.domains = out
+        return self.domains
 
     def order(self, policy: str) -> tuple[dict[str, float], tuple[str, ...]]:
         """(provider -> rank, providers best GPU first) for a policy.

@@ -99,9 +99,16 @@ class GpuTopologyWeigher(weighing.GpuWeigher):
 
     def value(self, claim, ctx):
         record = claim.record
-        domains = {g.link_domain for g in claim.gpus} - {None}
-        if record is None or not domains:
+        if record is None or not claim.gpus:
             return None
-        free = fragmentation.gpu_free(record, claim.host_state)
-        return -sum(free[g.index] for g in record.gpus
-                    if g.link_domain in domains)
+        domains = {g.link_domain for g in claim.gpus}
+        domains.discard(None)
+        if not domains:
+            return None
+        if record.passthrough_unknown:
+            # which whole GPUs are free depends on the host's candidates
+            free = fragmentation.gpu_free(record, claim.host_state)
+            return -sum(free[g.index] for g in record.gpus
+                        if g.link_domain in domains)
+        room = record.domain_free()
+        return -sum(room[d] for d in domains)

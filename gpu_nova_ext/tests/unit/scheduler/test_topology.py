@@ -215,3 +215,15 @@ class TestTopologyWeigher(TopologyCase):
             [nova_weights.WeighedHost(h, 0.0) for h in hosts],
             self.spec(1))
         self.assertEqual([-2.0, -2.0], raw)
+
+    def test_use_unknown_to_the_agent_read_from_the_candidates(self):
+        # no "assigned" from the agent: a GPU no candidate offers is taken
+        self.add_host('h', [{k: v for k, v in _gpu(
+            'h', i, *PCIE_PAIRS[i]).items() if k != 'assigned'}
+            for i in range(8)])
+        self.assertTrue(self.cache.host_record('h').passthrough_unknown)
+        self.add_pairs('whole')
+        hosts = [self.host('h', 1, (0, 2, 4, 6)), self.host('whole', 1)]
+        raw = capacity.GpuTopologyWeigher().weigh_objects(
+            [nova_weights.WeighedHost(h, 0.0) for h in hosts], self.spec(1))
+        self.assertEqual([-1.0, -2.0], raw)
