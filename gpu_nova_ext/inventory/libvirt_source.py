@@ -40,6 +40,7 @@ from oslo_log import log as logging
 from gpu_nova_ext import exception
 from gpu_nova_ext.inventory import base
 from gpu_nova_ext.inventory import recognition
+from gpu_nova_ext.inventory import topology
 from gpu_nova_ext import naming
 
 LOG = logging.getLogger(__name__)
@@ -297,24 +298,20 @@ def build_gpus(devices: list[NodeDevice],
     return gpus
 
 
-_BRIDGE_CLASS = 0x0604
-
-
 def pci_switch(dev: NodeDevice,
                by_name: dict[str, NodeDevice]) -> str | None:
-    """The upstream port of the nearest PCIe switch above ``dev``.
+    """The upstream port of the PCIe switch above ``dev``.
 
     Node devices name their ``<parent>``; a root port's parent is not a
-    PCI device (``computer``).  When the device's parent is a bridge whose
-    own parent is a PCI device, the parent is a switch's downstream port
-    and that PCI device the switch's upstream port.  None below a root
-    port or when libvirt does not say (design doc: Topology).
+    PCI device (``computer``).  :func:`topology.switch_above`'s rule; None
+    when libvirt does not say (design doc: Topology).
     """
     port = by_name.get(dev.parent or '')
-    if port is None or port.class_code != _BRIDGE_CLASS:
+    if port is None:
         return None
     upstream = by_name.get(port.parent or '')
-    return upstream.address if upstream is not None else None
+    return topology.switch_above(
+        port.class_code, upstream.address if upstream is not None else None)
 
 
 def report_not_gpus(devices: list[NodeDevice], extra_ids, warn,

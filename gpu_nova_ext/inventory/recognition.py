@@ -36,6 +36,8 @@ DISPLAY_CLASSES = (0x0300, 0x0302, 0x0380)
 VGA_CLASS = 0x0300
 #: processing accelerator (PCI base class 0x12, subclass 0x00)
 ACCELERATOR_CLASS = 0x1200
+#: PCI-to-PCI bridge: a root port or a PCIe switch's port
+BRIDGE_CLASS = 0x0604
 #: vendors whose accelerator-class functions are GPUs without more evidence
 ACCELERATOR_VENDORS = ('10de', '1002')
 

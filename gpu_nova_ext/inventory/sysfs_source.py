@@ -43,6 +43,7 @@ from oslo_log import log as logging
 
 from gpu_nova_ext.inventory import base
 from gpu_nova_ext.inventory import libvirt_source
+from gpu_nova_ext.inventory import topology
 from gpu_nova_ext import naming
 
 LOG = logging.getLogger(__name__)
@@ -65,36 +66,26 @@ def _link_name(path: str) -> str | None:
         return None
 
 
-_BRIDGE_CLASS = 0x0604
-
-
 def pci_switch(devdir: str) -> str | None:
-    """The upstream port of the nearest PCIe switch above a device.
+    """The upstream port of the PCIe switch above a device.
 
     ``devdir`` resolves to the device's place in the PCI tree
     (``.../pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:08.0/0000:3b:00.0``):
-    when the device's parent is a bridge that is not a root port (a root
-    port is a direct child of ``pciDDDD:BB``), the parent is a switch's
-    downstream port and the grandparent the switch's upstream port.  None
-    below a root port, or when the path says nothing (design doc:
-    Topology).
+    its parent directory is the port, the grandparent the port's parent
+    (``pciDDDD:BB``, no PCI device, above a root port).
+    :func:`topology.switch_above`'s rule; None when the path says nothing
+    (design doc: Topology).
     """
-    path = os.path.realpath(devdir)
-    port_dir = os.path.dirname(path)
-    upstream_dir = os.path.dirname(port_dir)
+    port_dir = os.path.dirname(os.path.realpath(devdir))
     try:
         naming.normalize_pci_address(os.path.basename(port_dir))
         upstream = naming.normalize_pci_address(
-            os.path.basename(upstream_dir))
+            os.path.basename(os.path.dirname(port_dir)))
+        port_class = int(_read(os.path.join(port_dir, 'class')) or '',
+                         16) >> 8
     except ValueError:
-        return None          # below a root port (or not a PCI path)
-    klass = _read(os.path.join(port_dir, 'class'))
-    try:
-        if klass is None or int(klass, 16) >> 8 != _BRIDGE_CLASS:
-            return None
-    except ValueError:
-        return None
-    return upstream
+        return None        # below a root port, not a PCI path, no class
+    return topology.switch_above(port_class, upstream)
 
 
 def xgmi_hive(devdir: str) -> str | None:

@@ -33,6 +33,22 @@ linked).  From those:
 from collections.abc import Sequence
 
 from gpu_nova_ext.inventory import base
+from gpu_nova_ext.inventory import recognition
+
+
+def switch_above(port_class: int | None,
+                 upstream: str | None) -> str | None:
+    """The PCIe switch a device sits behind, from its parent and grandparent.
+
+    When the device's parent (the port) is a bridge and the port's own
+    parent is a PCI device, the port is a switch's downstream port and
+    that device (``upstream``, its PCI address) the switch's upstream
+    port.  None below a root port, whose parent is the host bridge.
+    """
+    if port_class != recognition.BRIDGE_CLASS:
+        return None
+    return upstream
+
 
 SELF = 'X'
 SAME_HIVE = 'XGMI'
