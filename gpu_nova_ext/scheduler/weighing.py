@@ -23,6 +23,7 @@ from nova.scheduler import utils as sched_utils
 from nova.scheduler import weights
 
 from gpu_nova_ext.scheduler import context as request_context
+from gpu_nova_ext.scheduler import fragmentation
 from gpu_nova_ext.state import cache as state_cache
 from gpu_nova_ext.state import records
 
@@ -37,14 +38,26 @@ class Claim:
     record: records.HostRecord | None
     gpus: tuple = ()     # GpuFacts of the GPU providers it draws from
     allocs: tuple = ()   # what it draws from each: {'resources': {...}}
+    # computed once for the weighers of a pass (read-only)
+    _taken: dict | None = dataclasses.field(default=None, init=False)
+    _free: list | None = dataclasses.field(default=None, init=False)
 
     def taken(self) -> dict[int, float]:
         """GPU index -> GPU units claimed (several VFs of a GPU add up)."""
-        out: dict[int, float] = {}
-        for gpu, alloc in zip(self.gpus, self.allocs):
-            out[gpu.index] = out.get(gpu.index, 0.0) + (
-                gpu.unit_per_instance * max(alloc['resources'].values()))
-        return out
+        if self._taken is None:
+            out: dict[int, float] = {}
+            for gpu, alloc in zip(self.gpus, self.allocs):
+                out[gpu.index] = out.get(gpu.index, 0.0) + (
+                    gpu.unit_per_instance * max(alloc['resources'].values()))
+            self._taken = out
+        return self._taken
+
+    def free(self) -> list[float]:
+        """The host's free units per GPU (``fragmentation.gpu_free``)."""
+        if self._free is None:
+            self._free = fragmentation.gpu_free(self.record,
+                                                self.host_state)
+        return self._free
 
 
 def claim(record: records.HostRecord | None, host_state: Any) -> Claim:

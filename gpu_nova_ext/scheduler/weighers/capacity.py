@@ -33,7 +33,7 @@ class GpuPackingWeigher(weighing.GpuWeigher):
             return None
         if not claim.gpus:
             return record.free_units
-        free = fragmentation.gpu_free(record, claim.host_state)
+        free = claim.free()
         return sum(free) - sum(min(units, record.free[index])
                                for index, units in claim.taken().items())
 
@@ -76,7 +76,7 @@ class GpuFragmentationWeigher(weighing.GpuWeigher):
         mix = fragmentation.request_mix(ctx, claim)
         if not mix:
             return 0.0
-        free = fragmentation.gpu_free(record, claim.host_state)
+        free = list(claim.free())     # changed below
         vcpus, ram = fragmentation.free_cpu_ram(claim.host_state)
         before = fragmentation.fragmentation(free, vcpus, ram, mix)
         for index, units in claim.taken().items():
@@ -107,7 +107,7 @@ class GpuTopologyWeigher(weighing.GpuWeigher):
             return None
         if record.passthrough_unknown:
             # which whole GPUs are free depends on the host's candidates
-            free = fragmentation.gpu_free(record, claim.host_state)
+            free = claim.free()
             return -sum(free[g.index] for g in record.gpus
                         if g.link_domain in domains)
         room = record.domain_free()
