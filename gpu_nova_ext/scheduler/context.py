@@ -59,6 +59,8 @@ class RequestContext:
     # filter name -> {GPU fact: passes}
     verdicts: dict = dataclasses.field(default_factory=dict)
     spec_errors_logged: set = dataclasses.field(default_factory=set)
+    # filter name -> hosts it removed, over the request's instances
+    removed: dict = dataclasses.field(default_factory=dict)
     limit_checked: bool = False     # the candidate-limit warning's check
     # the weighers' claims (weighing.Claim) and the list they are of
     claims: list | None = None

@@ -82,6 +82,12 @@ class PairsTest(base.GpuSchedulerMixin, base.GpuAgentMixin,
         self.boot({'pci_passthrough:alias': '%s:4' % ALIAS,
                    'group_policy': 'isolate', 'gpu:topology': 'nvlink'},
                   expected_state='ERROR')
+        # the scheduler says at INFO which of our rules removed the host
+        self.assertRegex(
+            self.stdlog.logger.output,
+            r'INFO \[gpu_nova_ext\.scheduler\.filtering\] GPU filters '
+            r'left no host for this request; hosts removed per rule: '
+            r'GpuTopologyFilter 1\n')
         # without the requirement the four GPUs are given
         server = self.boot({'pci_passthrough:alias': '%s:4' % ALIAS,
                             'group_policy': 'isolate'})

@@ -109,6 +109,23 @@ class TestModelFilter(base.PluginTestCase):
     def test_no_model_constraint_passes_everything(self):
         self.assertEqual(5, len(self._passes({})))
 
+    def test_info_line_counts_each_rule_when_no_host_is_left(self):
+        spec = no.request_spec(dict(VGPU, **{'gpu:model': 'A100',
+                                             'gpu:memory_min': '81GB'}))
+        with self.assertLogs('gpu_nova_ext.scheduler', 'INFO') as logs:
+            out = no.run_filters([facts.GpuModelFilter(),
+                                  facts.GpuMemoryFilter()], self._hosts(),
+                                 spec)
+        self.assertEqual([], out)
+        self.assertEqual(
+            ['INFO:gpu_nova_ext.scheduler.filtering:GPU filters left no host '
+             'for this request; hosts removed per rule: GpuModelFilter 3, '
+             'GpuMemoryFilter 2'], logs.output)
+
+    def test_no_info_line_while_a_host_is_left(self):
+        self.assertEqual(['a100', 'pt'], self._passes({'gpu:model': 'A100'}))
+        self.assertEqual([], self.log_lines('GPU filters left no host'))
+
 
 class TestMemoryFilter(base.PluginTestCase):
 
