@@ -126,7 +126,6 @@ class GpuCandidateOrderFilter(filtering.GpuFilter):
     ``gpu:topology=any``.
     """
 
-    RUN_ON_REBUILD = False
     HARD = False
 
     def constraint(self, req):

@@ -15,30 +15,10 @@
 Each gives a request's constraint (None: none), the family of GPU facts
 it judges (``records.FAMILY_*``) and whether one fact passes.
 """
-import dataclasses
-
 from gpu_nova_ext import naming
 from gpu_nova_ext.scheduler import filtering
 from gpu_nova_ext.scheduler import request
 from gpu_nova_ext.state import records
-
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class ModelConstraint:
-    """What a request asks of a GPU's model (empty: anything)."""
-
-    models: tuple[str, ...]
-    vendor: str | None
-    mode: str | None
-    vgpu_types: frozenset | None
-
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class CapabilityConstraint:
-    """The least CUDA capability and driver a request takes (None: any)."""
-
-    cuda_cc: tuple[int, ...] | None
-    driver: tuple[int, ...] | None
 
 
 def _version(version):
@@ -52,14 +32,13 @@ class GpuModelFilter(filtering.GpuFilter):
     ``TESLA_T4``.  Unknown ``gpu:`` keys reject the request's hosts.
     """
 
-    RUN_ON_REBUILD = False
     FAMILY = records.FAMILY_MODEL
 
     def constraint(self, req):
-        if not (req.models or req.vendor or req.mode or req.vgpu_types):
-            return None
-        return ModelConstraint(models=req.models, vendor=req.vendor,
-                               mode=req.mode, vgpu_types=req.vgpu_types)
+        # the request itself (request.GpuRequest): models, vendor, mode
+        # and vgpu_types
+        return req if (req.models or req.vendor or req.mode
+                       or req.vgpu_types) else None
 
     def describe(self, constraint):
         return 'model %s, vendor %s, mode %s, vGPU type %s' % (
@@ -88,7 +67,6 @@ class GpuModelFilter(filtering.GpuFilter):
 class GpuMemoryFilter(filtering.GpuFilter):
     """Keep GPUs with ``gpu:memory_min`` (a vGPU's: its framebuffer)."""
 
-    RUN_ON_REBUILD = False
     FAMILY = records.FAMILY_MEMORY
 
     def constraint(self, req):
@@ -104,22 +82,20 @@ class GpuMemoryFilter(filtering.GpuFilter):
 class GpuCapabilityFilter(filtering.GpuFilter):
     """Enforce gpu:cuda_cc_min and gpu:driver_min (part by part)."""
 
-    RUN_ON_REBUILD = False
     FAMILY = records.FAMILY_CAPABILITY
 
     def constraint(self, req):
-        if req.cuda_cc_min is None and req.driver_min is None:
-            return None
-        return CapabilityConstraint(cuda_cc=req.cuda_cc_min,
-                                    driver=req.driver_min)
+        # (least CUDA capability, least driver), each None for any
+        need = (req.cuda_cc_min, req.driver_min)
+        return None if need == (None, None) else need
 
     def describe(self, constraint):
-        return 'CUDA compute capability >= %s, driver >= %s' % (
-            _version(constraint.cuda_cc), _version(constraint.driver))
+        return 'CUDA compute capability >= %s, driver >= %s' % tuple(
+            _version(v) for v in constraint)
 
     def fact_passes(self, fact, constraint):
-        # fact: records.GpuFacts.fact(FAMILY_CAPABILITY)
-        for have, need in zip(fact, (constraint.cuda_cc, constraint.driver)):
+        # fact: records.GpuFacts.fact(FAMILY_CAPABILITY), the same order
+        for have, need in zip(fact, constraint):
             if need is not None and (have is None or have < need):
                 return False
         return True
@@ -128,7 +104,6 @@ class GpuCapabilityFilter(filtering.GpuFilter):
 class GpuHealthFilter(filtering.GpuFilter):
     """Keep GPUs healthy enough: ``gpu:health`` (default ``healthy``)."""
 
-    RUN_ON_REBUILD = False
     FAMILY = records.FAMILY_HEALTH
 
     def constraint(self, req):
@@ -146,8 +121,6 @@ class GpuHealthFilter(filtering.GpuFilter):
 
 class GpuPowerProfileFilter(filtering.GpuFilter):
     """Keep GPUs under the power profile their agent applied."""
-
-    RUN_ON_REBUILD = False
 
     def constraint(self, req):
         return req.power_profile
@@ -172,7 +145,6 @@ class GpuReservationFilter(filtering.GpuFilter):
     project other than the request's.
     """
 
-    RUN_ON_REBUILD = False
     FAMILY = records.FAMILY_RESERVATION
 
     def constraint(self, req):

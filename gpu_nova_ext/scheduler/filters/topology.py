@@ -76,8 +76,6 @@ class GpuTopologyFilter(filtering.GpuFilter):
     a host passes: nothing is guaranteed there.
     """
 
-    RUN_ON_REBUILD = False
-
     def constraint(self, req):
         return req.topology if req.topology in _SCOPES else None
 
