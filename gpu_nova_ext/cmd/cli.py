@@ -22,8 +22,8 @@ import sys
 from gpu_nova_ext.cmd import common
 
 PROG = 'gpu-nova-ext'
-COMMANDS = ('discover', 'report', 'simulate', 'nova_conf', 'ops_remediate',
-            'mig')
+COMMANDS = ('discover', 'report', 'simulate', 'nova_conf', 'deploy_config',
+            'ops_remediate', 'mig')
 
 
 def build_parser() -> argparse.ArgumentParser:
