@@ -307,13 +307,16 @@ def management_address() -> str:
 class Exporter:
     """Serves the latest samples on ``bind_host:port`` (0: ephemeral).
 
-    ``bind_host`` None is :func:`management_address`.
+    ``bind_host`` None is :func:`management_address`; ``access`` (HTTPS,
+    basic authentication) none by default.
     """
 
     def __init__(self, hostname: str, bind_host: str | None = '127.0.0.1',
                  port: int = 0, workers: int = 4,
-                 idle_timeout: float = 10.0, max_connections: int = 128):
+                 idle_timeout: float = 10.0, max_connections: int = 128,
+                 access: metrics_http.Access | None = None):
         self.hostname = hostname
+        self.access = access
         self.bind_host = bind_host or management_address()
         self.requested_port = port
         self.workers = workers
@@ -386,12 +389,12 @@ class Exporter:
         self._server = metrics_http.MetricsServer(
             self.bind_host, self.requested_port, self.body,
             workers=self.workers, idle_timeout=self.idle_timeout,
-            max_connections=self.max_connections)
+            max_connections=self.max_connections, access=self.access)
         self._server.start()
-        LOG.info('Prometheus exporter listening on %(host)s:%(port)d '
-                 '(%(workers)d workers)', {'host': self.bind_host,
-                                           'port': self.port,
-                                           'workers': self.workers})
+        LOG.info('Prometheus exporter listening on %(scheme)s://%(host)s:'
+                 '%(port)d (%(workers)d workers)',
+                 {'scheme': self._server.scheme, 'host': self.bind_host,
+                  'port': self.port, 'workers': self.workers})
 
     def stop(self) -> None:
         if self._server is not None:

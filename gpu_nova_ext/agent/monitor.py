@@ -32,6 +32,7 @@ from gpu_nova_ext.agent import attribution as attribution_mod
 from gpu_nova_ext.agent import energy as energy_mod
 from gpu_nova_ext.agent import exporter as exporter_mod
 from gpu_nova_ext.agent import health as health_mod
+from gpu_nova_ext.agent import metrics_http
 from gpu_nova_ext.agent import notifications
 from gpu_nova_ext.agent import samplers
 from gpu_nova_ext.inventory import base
@@ -85,7 +86,8 @@ class HealthMonitor:
                 conf.agent.prometheus_port,
                 workers=conf.agent.prometheus_workers,
                 idle_timeout=conf.agent.prometheus_idle_timeout,
-                max_connections=conf.agent.prometheus_max_connections)
+                max_connections=conf.agent.prometheus_max_connections,
+                access=metrics_http.Access.from_conf(conf))
         self._opened = False
         self._open_failed_at = None
         self._latest: dict[str, tuple] = {}

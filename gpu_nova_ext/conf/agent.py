@@ -165,12 +165,16 @@ Unset (the default), it is this host's management address: the address
 of the interface that holds the default IPv4 route, as Nova's
 ``[DEFAULT] my_ip`` defaults to (127.0.0.1 when there is none).  The
 metrics name the servers running on each GPU: do not publish them on
-every interface (``0.0.0.0``) of a host whose other networks carry
-tenant traffic.
+every interface (``0.0.0.0``, where Prometheus' node_exporter listens by
+default) of a host whose other networks carry tenant traffic.  Not
+loopback either: Prometheus scrapes from another host, over the
+management network.
 
 Related options:
 
 * ``prometheus_port``: 0 disables the exporter.
+* ``prometheus_tls_cert_file``, ``prometheus_basic_auth_file``: HTTPS and
+  basic authentication.
 """),
     cfg.PortOpt(
         'prometheus_port',
@@ -179,6 +183,35 @@ Related options:
 Port of the Prometheus exporter; 0 disables the exporter.
 
 NVIDIA's dcgm-exporter uses 9400; this default avoids it so both can run.
+"""),
+    cfg.StrOpt(
+        'prometheus_tls_cert_file',
+        help="""
+PEM file of the exporter's TLS certificate (its chain after it): with
+``prometheus_tls_key_file`` the exporter serves HTTPS only (TLS 1.2 or
+later).  Unset (the default), plain HTTP.
+
+Related options:
+
+* ``prometheus_tls_key_file``: set both or neither.
+"""),
+    cfg.StrOpt(
+        'prometheus_tls_key_file',
+        help="""
+PEM file of the unencrypted private key of ``prometheus_tls_cert_file``,
+readable by the agent only.
+"""),
+    cfg.StrOpt(
+        'prometheus_basic_auth_file',
+        help="""
+File of the users allowed to scrape, HTTP basic authentication: one
+``user:bcrypt-hash`` line each, as ``htpasswd -nbB USER PASSWORD`` prints
+(the hashes of ``basic_auth_users`` in a Prometheus exporter's web
+configuration work as they are).  Re-read when it changes.  Unset (the
+default), anyone who reaches the exporter may scrape.
+
+Basic authentication sends the password with every scrape: use it with
+``prometheus_tls_cert_file``.
 """),
     cfg.IntOpt(
         'prometheus_workers',

@@ -152,9 +152,11 @@ class TestDevstackPlugin(testtools.TestCase):
         conf = cfg.ConfigOpts()
         gconf.register_agent_opts(conf)
         conf.register_opt(cfg.StrOpt('transport_url'))
+        conf.register_opt(cfg.StrOpt('control_exchange'))
         conf.register_opt(cfg.BoolOpt('debug'))
         for group, opts in oslo_messaging.opts.list_opts():
-            if group == 'oslo_messaging_notifications':
+            if group in ('oslo_messaging_notifications',
+                         'oslo_messaging_rabbit'):
                 conf.register_opts(opts, group)
         conf(['--config-file', path or self.agent_conf],
              default_config_files=[], default_config_dirs=[])
@@ -190,9 +192,13 @@ class TestDevstackPlugin(testtools.TestCase):
         self.assertNotIn('[gpu_scheduler]', text)
         # the agent's configuration
         agent = self._agent()
-        # the schedulers' (top-level) bus, not the cell's of nova-compute
-        self.assertEqual('rabbit://stackrabbit:secret@192.0.2.10:5672/',
+        # the schedulers' (top-level) bus, not the cell's of nova-compute,
+        # with the agents' own account (devstack's password) and exchange
+        # (issue 42)
+        self.assertEqual('rabbit://gpu-agent:secret@192.0.2.10:5672/',
                          agent.transport_url)
+        self.assertEqual('gpu_nova_ext', agent.control_exchange)
+        self.assertFalse(agent.oslo_messaging_rabbit.ssl)
         with open(self.cpu_conf) as f:
             self.assertIn('5672/nova_cell1', f.read())
         self.assertTrue(agent.debug)
@@ -221,6 +227,26 @@ class TestDevstackPlugin(testtools.TestCase):
                          agent.oslo_messaging_notifications.driver)
         self.assertEqual(['notifications'],
                          agent.oslo_messaging_notifications.topics)
+
+    def test_agent_account_over_tls(self):
+        self._run(self.STACK, ENABLED_SERVICES='n-cpu,placement-client',
+                  GPU_NOVA_EXT_AGENT_RABBIT_TLS='True',
+                  GPU_NOVA_EXT_AGENT_RABBIT_USER='gpu',
+                  GPU_NOVA_EXT_AGENT_RABBIT_PASSWORD='pw',
+                  SSL_BUNDLE_FILE='/opt/stack/data/ca-bundle.pem')
+        agent = self._agent()
+        self.assertEqual('rabbit://gpu:pw@192.0.2.10:5671/',
+                         agent.transport_url)
+        self.assertTrue(agent.oslo_messaging_rabbit.ssl)
+        self.assertEqual('/opt/stack/data/ca-bundle.pem',
+                         agent.oslo_messaging_rabbit.ssl_ca_file)
+
+    def test_agent_account_off(self):
+        self._run(self.STACK, GPU_NOVA_EXT_AGENT_RABBIT_ACCOUNT='False')
+        agent = self._agent()
+        self.assertEqual('rabbit://stackrabbit:secret@192.0.2.10:5672/',
+                         agent.transport_url)
+        self.assertIsNone(agent.control_exchange)
 
     def test_pci_passthrough_filter_enabled(self):
         self._run(self.STACK, ENABLED_SERVICES='n-api,n-sch')
@@ -360,6 +386,8 @@ class TestDevstackPlugin(testtools.TestCase):
         self.assertEqual('notifications', conf.remediation.listen_topic)
         self.assertEqual('rabbit://stackrabbit:secret@192.0.2.10:5672/',
                          conf.transport_url)
+        # it hears the agents' notifications on their exchange
+        self.assertEqual('gpu_nova_ext', conf.control_exchange)
         self.assertEqual('password', conf.placement.auth_type)
 
     def test_generated_nova_conf_legacy_pci(self):
