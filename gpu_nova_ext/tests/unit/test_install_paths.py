@@ -26,10 +26,11 @@ TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..',
                                    '..'))
 VENV_BIN = '/opt/gpu-nova-ext/bin/'
 CONF_DIR = '/etc/gpu-nova-ext/'
-# the files install.rst names under /etc/gpu-nova-ext, and the CLI's
-# default configuration file (oslo.config's, cli.rst)
+# the files install.rst names under /etc/gpu-nova-ext (the broker's CA
+# for the agent's TLS included), and the CLI's default configuration file
+# (oslo.config's, cli.rst)
 CONF_FILES = {'gpu-nova-agent.conf', 'gpu-nova-remediation.conf',
-              'clouds.yaml', 'gpu-nova-ext.conf'}
+              'clouds.yaml', 'gpu-nova-ext.conf', 'rabbitmq-ca.pem'}
 UNITS = {'gpu-nova-agent.service': ('gpu-nova-agent',
                                     'gpu-nova-agent.conf', []),
          'gpu-nova-remediation.service': ('gpu-nova-ext',

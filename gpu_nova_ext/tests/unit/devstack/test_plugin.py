@@ -165,7 +165,7 @@ class TestDevstackPlugin(testtools.TestCase):
     def test_stack_then_unstack_and_clean(self):
         calls = self._run(self.STACK)
         self.assertIn('define_plugin gpu-nova-ext', calls)
-        self.assertIn('setup_develop %s/gpu-nova-ext' % self.tmp, calls)
+        self.assertIn('setup_develop %s/gpu-nova-ext agent' % self.tmp, calls)
         # in the libvirt group, as devstack runs nova-compute
         self.assertIn('run_process gpu-nova-agent %s/gpu-nova-agent '
                       '--config-file %s libvirt' % (self.bin, self.agent_conf),
