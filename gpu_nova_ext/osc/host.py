@@ -20,19 +20,11 @@ options of ``--config-file`` (concurrency, timeouts).
 from gpu_nova_ext.cmd import ops_common
 from gpu_nova_ext import exception
 from gpu_nova_ext.operator import audit
+from gpu_nova_ext.operator import drain
 from gpu_nova_ext.operator import live_state
 from gpu_nova_ext.operator import nova_actions
-from gpu_nova_ext.operator import remediate
-from gpu_nova_ext.operator import remediation_policy as policy
 from gpu_nova_ext.operator import rollout
 from gpu_nova_ext.osc import command
-
-REASON_PREFIX = 'gpu-nova-ext drain: '
-
-
-def _summary(decisions) -> str:
-    return ', '.join('%d to %s' % (n, a) for a, n in sorted(
-        policy.summary(decisions).items())) or 'nothing to do'
 
 
 class _HostCommand(command.Command):
@@ -81,36 +73,13 @@ class DrainHost(_HostCommand):
     def take_action(self, parsed_args):
         args = parsed_args
         client, conf, service = self.begin(args)
-        conn = client.conn
-        say = self.say
-        if args.dry_run:
-            say('dry run: would disable nova-compute on %s (%s)'
-                % (args.host, args.reason))
-        else:
-            nova_actions.set_service_status(
-                conn, args.host, enabled=False,
-                reason=REASON_PREFIX + args.reason)
-            say('disabled nova-compute on %s (was %s): %s' % (
-                args.host, service.status, args.reason))
+        results = drain.drain(
+            conf, client.conn, client.placement, args.host, service,
+            reason=args.reason, migrate=args.migrate,
+            all_servers=args.all_servers, dry_run=args.dry_run,
+            say=self.say)
         if not (args.migrate or args.all_servers):
             return 0
-        remediator = remediate.Remediator(conf, conn, client.placement,
-                                          report=say, dry_run=args.dry_run)
-        trigger = policy.Trigger(host=args.host,
-                                 reason='drain: ' + args.reason,
-                                 source='drain')
-        decisions = remediator.plan(trigger, policy_name='migrate')
-        say('%s: %d server(s) on its GPUs: %s' % (
-            args.host, len(decisions), _summary(decisions)))
-        if args.all_servers:
-            others = policy.decide(
-                trigger, nova_actions.host_servers(
-                    conn, args.host, {d.server for d in decisions}),
-                'migrate', compute_up=nova_actions.service_up(service))
-            say('%s: %d other server(s): %s' % (
-                args.host, len(others), _summary(others)))
-            decisions += others
-        results = remediator.execute(trigger, decisions)
         self._say_what_stays(args, results)
         return ops_common.check_results(results, 'drain of %s' % args.host)
 
