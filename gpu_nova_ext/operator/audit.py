@@ -154,7 +154,7 @@ def collect(client) -> list[ProviderView]:
             view.inventories = {
                 rc: {'total': v['total'], 'reserved': v.get('reserved', 0)}
                 for rc, v in inv.items()}
-            if _is_gpu_provider(view):
+            if is_gpu_provider(view):
                 view.usages = client.get(
                     base + '/usages', version=PROVIDERS_VERSION)['usages']
         views.append(view)
@@ -163,20 +163,20 @@ def collect(client) -> list[ProviderView]:
 
 # -- pure part -------------------------------------------------------------
 
-def _gpu_classes(view: ProviderView) -> list[str]:
+def gpu_classes(view: ProviderView) -> list[str]:
     return [rc for rc in view.inventories
             if rc in GPU_RESOURCE_CLASSES
             or rc.startswith((naming.TRAIT_PREFIX, MDEV_CLASS_PREFIX)
                              + PCI_GPU_CLASS_PREFIXES)]
 
 
-def _is_gpu_provider(view: ProviderView) -> bool:
+def is_gpu_provider(view: ProviderView) -> bool:
     if view.parent_uuid is None:
         return False
     if any(t.startswith((_MODEL_TRAIT, 'CUSTOM_GPU_MODE_'))
            for t in view.traits):
         return True
-    return bool(_gpu_classes(view))
+    return bool(gpu_classes(view))
 
 
 def provider_address(name: str) -> str | None:
@@ -195,26 +195,26 @@ def _trait_value(traits: list[str], prefix: str) -> str | None:
     return None
 
 
-def _mode_of(views: list[ProviderView]) -> str:
+def mode_of(views: list[ProviderView]) -> str:
     for view in views:
         if 'CUSTOM_GPU_MODE_VGPU' in view.traits:
             return 'vgpu'
         if 'CUSTOM_GPU_MODE_PASSTHROUGH' in view.traits:
             return 'passthrough'
-        for rc in _gpu_classes(view):
+        for rc in gpu_classes(view):
             if rc == 'VGPU' or rc.startswith((VGPU_CLASS_PREFIX,
                                               MDEV_CLASS_PREFIX)):
                 return 'vgpu'
     return 'passthrough'
 
 
-def _model_of(views: list[ProviderView]) -> str | None:
+def model_of(views: list[ProviderView]) -> str | None:
     for view in views:
         model = _trait_value(view.traits, _MODEL_TRAIT)
         if model:
             return model
     for view in views:
-        for rc in _gpu_classes(view):
+        for rc in gpu_classes(view):
             if (rc.startswith(naming.TRAIT_PREFIX)
                     and not rc.startswith(VGPU_CLASS_PREFIX)):
                 return rc[len(naming.TRAIT_PREFIX):]
@@ -265,7 +265,7 @@ def build_report(providers: list[ProviderView],
         for gpu in payload.get('gpus', []):
             for uuid in gpu.get('provider_uuids') or []:
                 state_by_provider[uuid] = (host, gpu)
-    gpu_views = sorted((p for p in providers if _is_gpu_provider(p)),
+    gpu_views = sorted((p for p in providers if is_gpu_provider(p)),
                        key=lambda p: p.name)
     notes = []
     gpus: list[GpuView] = []
@@ -274,7 +274,7 @@ def build_report(providers: list[ProviderView],
         root_view = by_uuid.get(root)
         host = root_view.name if root_view else root
         traits = sorted({t for v in views for t in v.traits})
-        model = ((sgpu or {}).get('model') or _model_of(views)
+        model = ((sgpu or {}).get('model') or model_of(views)
                  or 'UNKNOWN')
         driver = ((sgpu or {}).get('driver_version')
                   or _trait_value(traits, _DRIVER_TRAIT))
@@ -285,11 +285,11 @@ def build_report(providers: list[ProviderView],
                    or min((provider_address(v.name) or '' for v in views),
                           default='') or None)
         view = GpuView(host=host, address=address, model=model,
-                       mode=_mode_of(views), vendor=vendor, driver=driver,
+                       mode=mode_of(views), vendor=vendor, driver=driver,
                        trait_driver=_trait_value(traits, _DRIVER_TRAIT),
                        providers=[v.uuid for v in views], traits=traits)
         for v in views:
-            for rc in _gpu_classes(v):
+            for rc in gpu_classes(v):
                 view.total += v.inventories[rc]['total']
                 view.reserved += v.inventories[rc]['reserved']
                 view.used += v.usages.get(rc, 0)

@@ -64,7 +64,7 @@ def hosts(providers: list[audit.ProviderView]) -> list[str]:
     """Compute node names that have a GPU provider below them."""
     roots = {v.uuid: v.name for v in providers if v.uuid == v.root_uuid}
     with_gpus = {v.root_uuid for v in providers
-                 if v.parent_uuid and (audit._is_gpu_provider(v))}
+                 if v.parent_uuid and (audit.is_gpu_provider(v))}
     return sorted(roots[r] for r in with_gpus if r in roots)
 
 

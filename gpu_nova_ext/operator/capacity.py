@@ -1,0 +1,211 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""``openstack gpu capacity``: how many more servers of a flavor fit now.
+
+Capacity is not a second copy of the scheduling rules: it takes the
+cloud's snapshot (:mod:`gpu_nova_ext.operator.snapshot`) and plays it in
+the simulator (design doc: Simulator), whose placement loop is Nova's own
+request spec, Placement query, filter and weigher handlers with our
+filters and weighers, on an embedded Placement that holds the cloud's
+inventories.  The current servers are booted first, then the flavor is
+booted until the first NoValidHost: what landed is the answer, counted
+per GPU model and host aggregate of where it landed.  One flavor per run,
+each from the same snapshot: capacities of several flavors are each "if
+only this flavor came".
+
+What the answer does not account for is in :data:`UNACCOUNTED` (and each
+row says when the replay of the current servers differed from the cloud).
+"""
+import copy
+import dataclasses
+from typing import Any
+
+from oslo_log import log as logging
+
+from gpu_nova_ext import exception
+from gpu_nova_ext.operator import snapshot as snap_mod
+
+LOG = logging.getLogger(__name__)
+
+#: most servers one flavor's fill boots (an answer at the bound is "at
+#: least")
+DEFAULT_MAX_SERVERS = snap_mod.FILL_MAX_SERVERS
+#: what capacity does not account for (said with every answer)
+UNACCOUNTED = (
+    "live GPU health and the agents' state (every GPU counts healthy)",
+    'quotas and GPU reservations for projects',
+    "the schedulers' own nova.conf (the simulator's filters, weighers "
+    'and defaults apply)',
+)
+NO_AGGREGATE = '-'
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class Row:
+    """Servers of ``flavor`` that fit on GPUs of ``model`` in ``aggregate``."""
+
+    flavor: str
+    model: str
+    aggregate: str
+    fits: int
+    #: the fill stopped at the bound: at least ``fits``
+    bounded: bool = False
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class Answer:
+    rows: list[Row]
+    #: lines said beside the rows (replay differences, what was left out)
+    notes: list[str]
+
+
+def gpu_flavors(snap: snap_mod.Snapshot) -> list[str]:
+    return [f['name'] for f in snap.data['flavors']
+            if snap_mod.is_gpu_flavor(f.get('extra_specs') or {})]
+
+
+def check_flavors(snap: snap_mod.Snapshot, names: list[str]) -> list[str]:
+    """The flavors to count: ``names``, or every GPU flavor.
+
+    :raises InvalidArgument: an unknown flavor or one that asks no GPU.
+    """
+    gpu = gpu_flavors(snap)
+    for name in names:
+        if name not in gpu:
+            known = {f['name'] for f in snap.data['flavors']}
+            raise exception.InvalidArgument(
+                argument='--flavor', value=name,
+                reason='%s; GPU flavors: %s' % (
+                    'it asks no GPU (capacity counts GPU flavors)'
+                    if name in known else 'no such flavor in Nova',
+                    ', '.join(gpu) or 'none'))
+    if not names and not gpu:
+        raise exception.InvalidArgument(
+            argument='--flavor', value='(none given)',
+            reason='Nova has no GPU flavor; create one (openstack gpu '
+                   'flavor create) or name one with --flavor')
+    return list(names) or gpu
+
+
+def scenario_of(snap: snap_mod.Snapshot, flavor: str,
+                max_servers: int) -> dict[str, Any]:
+    """The snapshot's scenario filling ``flavor`` until NoValidHost."""
+    data = copy.deepcopy(snap.data)
+    data['workload'] = {'flavors': {flavor: 1}, 'until': 'first_failure',
+                        'max_servers': max_servers}
+    return data
+
+
+def fill(snap: snap_mod.Snapshot, flavor: str, aggregates: dict,
+         max_servers: int = DEFAULT_MAX_SERVERS,
+         progress=None) -> tuple[list[Row], list[str]]:
+    """Rows of one flavor and the notes of its replay.
+
+    ``aggregates``: host -> aggregate names (hosts in none: ``-``).
+    """
+    try:
+        # Nova and Placement: the simulator extra
+        from gpu_nova_ext.simulate import runner
+        from gpu_nova_ext.simulate import scenario as scn
+    except ImportError as exc:
+        raise exception.ConfigError(reason=(
+            'openstack gpu capacity runs the simulator, whose %s is not '
+            'installed: pip install "gpu-nova-ext[simulator]"' % (
+                exc.name or exc)))
+
+    scenario = scn.from_dict(scenario_of(snap, flavor, max_servers),
+                             '<snapshot %s>' % snap.taken_at)
+    result = runner.Simulation(scenario, progress=progress).run()
+    models = {(o.host, o.gpu): o.model for o in result.occupancy}
+    replay = len(scenario.steps)
+    counts: dict[tuple[str, str], int] = {}
+    moved, failed = [], []
+    landed = 0
+    for server in result.servers:
+        if server.step < replay:
+            where = snap.placed.get(server.server.rsplit('-', 1)[0])
+            if server.error:
+                failed.append(server.server)
+            elif where is not None and where != server.host:
+                moved.append(server.server)
+            continue
+        if server.error:
+            continue
+        landed += 1
+        model = ','.join(sorted({models.get((server.host, g)) or '?'
+                                 for g in server.gpus})) or '-'
+        for agg in aggregates.get(server.host) or [NO_AGGREGATE]:
+            key = (model, agg)
+            counts[key] = counts.get(key, 0) + 1
+    bounded = landed >= max_servers
+    rows = [Row(flavor=flavor, model=m, aggregate=a, fits=n,
+                bounded=bounded) for (m, a), n in sorted(counts.items())]
+    if not rows:
+        rows = [Row(flavor=flavor, model='-', aggregate=NO_AGGREGATE,
+                    fits=0)]
+    notes = []
+    if failed:
+        notes.append(
+            '%s: %d of the %d current servers found no host when replayed '
+            '(%s): the cloud holds more than the snapshot could replay, '
+            'this capacity is too high' % (flavor, len(failed), replay,
+                                           ', '.join(failed[:5])))
+    if moved:
+        notes.append(
+            '%s: %d of the %d current servers landed on another host than '
+            'they run on when replayed (%s): the count may differ from the '
+            "cloud's by their fragmentation" % (flavor, len(moved), replay,
+                                                ', '.join(moved[:5])))
+    if bounded:
+        notes.append('%s: stopped at %d servers (--max-servers): at least '
+                     'that many fit' % (flavor, max_servers))
+    return rows, notes
+
+
+def host_aggregates(facts: snap_mod.CloudFacts) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for name, (hosts, _metadata) in sorted(facts.aggregates.items()):
+        for host in hosts:
+            out.setdefault(host, []).append(name)
+    return out
+
+
+def answer(facts: snap_mod.CloudFacts, snap: snap_mod.Snapshot,
+           flavors: list[str], aggregate: str | None = None,
+           max_servers: int = DEFAULT_MAX_SERVERS) -> Answer:
+    """Capacity of each flavor (of ``aggregate`` only, when given).
+
+    With ``aggregate``, the servers that land on its hosts count, and
+    only its rows are kept.
+    """
+    names = check_flavors(snap, flavors)
+    by_host = host_aggregates(facts)
+    if aggregate is not None:
+        by_host = {h: [a for a in aggs if a == aggregate]
+                   for h, aggs in by_host.items()}
+    rows: list[Row] = []
+    notes: list[str] = []
+    for name in names:
+        LOG.debug('capacity: filling flavor %(flavor)s', {'flavor': name})
+        flavor_rows, flavor_notes = fill(snap, name, by_host, max_servers)
+        if aggregate is not None:
+            flavor_rows = ([r for r in flavor_rows
+                            if r.aggregate == aggregate] or
+                           [Row(flavor=name, model='-', aggregate=aggregate,
+                                fits=0)])
+        rows += flavor_rows
+        notes += flavor_notes
+    notes += ['not represented in the snapshot: %s' % line
+              for line in snap.dropped]
+    notes += ['not accounted for: %s' % line for line in UNACCOUNTED]
+    return Answer(rows=rows, notes=notes)

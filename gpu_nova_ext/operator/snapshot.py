@@ -1,0 +1,482 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""``openstack gpu snapshot``: the live cloud as a simulator scenario.
+
+:func:`collect` reads Placement (providers, traits, inventories, usages)
+and Nova (servers, flavors, host aggregates); :func:`build` is a pure
+function of what was read and returns the scenario data
+(``gpu-nova-ext simulate`` accepts it unchanged, design doc: Simulator)
+with the list of what it could not represent; :func:`render` writes it
+as YAML whose header comment says when it was taken and what is missing.
+
+How the cloud maps onto the scenario format:
+
+* every compute host (a root provider with ``VCPU`` inventory) is one
+  host entry under its own name, so the simulated hosts are the cloud's
+  (server placements and aggregates compare one to one); hosts with the
+  same GPUs share one ``gpus:`` list, a YAML anchor (a host kind with
+  ``count:`` would rename them ``NAME-0001``...);
+* ``VCPU``/``MEMORY_MB``/``DISK_GB``: what Placement offers, ``(total -
+  reserved) x allocation ratio`` (the simulator's compute nodes reserve
+  nothing and over-commit only vCPUs);
+* GPUs: one GPU kind per model, mode and size, from our traits
+  (``CUSTOM_GPU_MODEL_*``, ``CUSTOM_GPU_MODE_*``, ``CUSTOM_GPU_DRIVER_*``)
+  and the resource classes of the GPU providers (a vGPU pGPU's
+  inventory is its number of vGPUs);
+* current servers: ``boots:`` of their flavors in the order they were
+  created.  The format cannot pin a server to a host, so the simulator
+  schedules them again; :mod:`gpu_nova_ext.operator.capacity` compares
+  where they land with where they run.
+* ``workload:``: fill the GPU flavors until the first NoValidHost, so
+  that the simulation of a snapshot also says what fits next.
+"""
+import collections
+import dataclasses
+import datetime
+import math
+import re
+from typing import Any
+
+import yaml
+
+from gpu_nova_ext import exception
+from gpu_nova_ext import naming
+from gpu_nova_ext.operator import audit
+from gpu_nova_ext.operator import nova_actions
+from gpu_nova_ext.operator import reservation
+from gpu_nova_ext.scheduler import request
+
+#: the scenario's name pattern and length (simulate/scenario_schema.yaml,
+#: $defs/name)
+_NAME_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9._-]*$')
+NAME_MAX = 63
+#: a boot's name: the simulator adds -NNNNNN
+BOOT_NAME_MAX = 56
+#: Nova's pGPU provider of a vGPU-capable GPU: one per physical GPU
+_VGPU_CLASSES = ('VGPU',)
+#: what a snapshot never holds, whatever the cloud (the header says it)
+NOT_REPRESENTED = (
+    "GPU health and metrics: the agents' live state is not read; every "
+    'GPU is simulated healthy',
+    'GPU reservations (CUSTOM_GPU_RESERVED_*), quotas and the '
+    "schedulers' nova.conf (filters, weighers, multipliers): the "
+    "simulator's defaults apply",
+    'vGPU type names (not in Placement): each vGPU GPU gets the type '
+    'snapshot-vgpu with its inventory as instances',
+    'allocations of consumers that are not servers with a host '
+    '(migrations in progress)',
+)
+SNAPSHOT_VGPU_TYPE = 'snapshot-vgpu'
+#: most servers the snapshot's workload (and a capacity fill) boots
+FILL_MAX_SERVERS = 1000
+_COMPUTE_CLASSES = ('VCPU', 'MEMORY_MB', 'DISK_GB')
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class ServerFact:
+    """One Nova server, as the snapshot needs it."""
+
+    id: str
+    name: str
+    host: str | None
+    status: str
+    project_id: str | None
+    created_at: str
+    flavor: dict[str, Any]      # name, vcpus, ram, disk, extra_specs
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class FlavorFact:
+    name: str
+    vcpus: int
+    ram: int
+    disk: int
+    extra_specs: dict[str, str]
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class CloudFacts:
+    """What :func:`collect` read; :func:`build` needs nothing else."""
+
+    providers: list[audit.ProviderView]
+    #: root provider uuid -> resource class -> Placement inventory record
+    root_inventories: dict[str, dict[str, dict[str, Any]]]
+    servers: list[ServerFact]
+    flavors: list[FlavorFact]
+    #: aggregate name -> (hosts, metadata)
+    aggregates: dict[str, tuple[list[str], dict[str, str]]]
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class Snapshot:
+    """A scenario of the cloud and what it leaves out."""
+
+    data: dict[str, Any]
+    taken_at: str
+    #: one line per thing of the cloud the scenario does not hold
+    dropped: list[str]
+    #: boot name prefix (``boots[].name``) -> the host it runs on now
+    placed: dict[str, str]
+
+
+# -- reading the cloud --------------------------------------------------
+
+def collect(placement, conn) -> CloudFacts:
+    """Read Placement and Nova.
+
+    ``placement`` has ``get(path, version=...)`` (our PlacementClient);
+    ``conn`` is an openstacksdk connection (admin: every project's
+    servers and the private flavors).
+    """
+    providers = audit.collect(placement)
+    roots = {}
+    for view in providers:
+        if view.parent_uuid is None:
+            roots[view.uuid] = placement.get(
+                '/resource_providers/%s/inventories' % view.uuid,
+                version=audit.PROVIDERS_VERSION)['inventories']
+    servers = []
+    for server in nova_actions.call(conn, 'servers', details=True,
+                                    all_projects=True):
+        flavor = server.flavor or {}
+        disk = disk_gb(flavor.get('disk'), flavor.get('ephemeral'),
+                       flavor.get('swap'))
+        servers.append(ServerFact(
+            id=server.id, name=server.name or server.id,
+            host=server.hypervisor_hostname or server.compute_host,
+            status=server.status or '', project_id=server.project_id,
+            created_at=server.created_at or '',
+            flavor={'name': flavor.get('original_name')
+                    or flavor.get('name'),
+                    'vcpus': flavor.get('vcpus'),
+                    'ram': flavor.get('ram'), 'disk': disk,
+                    'extra_specs': dict(flavor.get('extra_specs') or {})}))
+    flavors = [FlavorFact(name=f.name, vcpus=f.vcpus, ram=f.ram,
+                          disk=disk_gb(f.disk, f.ephemeral, f.swap),
+                          extra_specs=dict(f.extra_specs or {}))
+               for f in nova_actions.call(conn, 'flavors', details=True,
+                                          get_extra_specs=True,
+                                          is_public=None)]
+    aggregates = {
+        agg.name: (list(agg.hosts or ()), dict(agg.metadata or {}))
+        for agg in nova_actions.call(conn, 'aggregates')}
+    return CloudFacts(providers=providers, root_inventories=roots,
+                      servers=servers, flavors=flavors,
+                      aggregates=aggregates)
+
+
+# -- the pure part --------------------------------------------------------
+
+def disk_gb(root, ephemeral, swap) -> int:
+    """The DISK_GB a flavor's server takes in Placement.
+
+    Root and ephemeral disk and swap (MB, rounded up to GB), as Nova's
+    scheduler asks (``nova.scheduler.utils.ResourceRequest``; a server
+    booted from a volume takes no root disk, which a flavor cannot say): the
+    scenario's flavor has one ``disk_gb``.
+    """
+    swap_mb = int(swap or 0)
+    return int(root or 0) + int(ephemeral or 0) + -(-swap_mb // 1024)
+
+
+def offered(inventory: dict[str, Any] | None) -> int:
+    """What Placement lets consumers take of one inventory record."""
+    if not inventory:
+        return 0
+    return max(math.floor((inventory['total'] - inventory.get(
+        'reserved', 0)) * inventory.get('allocation_ratio', 1.0)), 0)
+
+
+def safe_name(name: str, limit: int = NAME_MAX) -> str | None:
+    """``name`` when the scenario format takes it as it is, else None."""
+    name = str(name)
+    if len(name) <= limit and _NAME_RE.match(name):
+        return name
+    return None
+
+
+def _boot_prefix(name: str, used: set[str]) -> str:
+    """A unique boot name prefix from a server name."""
+    base = re.sub(r'[^A-Za-z0-9._-]+', '-', name).strip('-._') or 'server'
+    base = base[:BOOT_NAME_MAX - 4]
+    if not base[0].isalnum():
+        base = 's' + base[:-1]
+    prefix, n = base, 1
+    while prefix in used:
+        n += 1
+        prefix = '%s.%d' % (base, n)
+    used.add(prefix)
+    return prefix
+
+
+def _physical_gpus(gpu_views: list[audit.ProviderView]
+                   ) -> list[tuple[str, list[audit.ProviderView]]]:
+    """``(mode, providers)`` per physical GPU of a host.
+
+    A vGPU provider at function 0 is a GPU (Nova's pGPU, mdevs on the
+    physical function); the ones at other functions are the SR-IOV VFs
+    of the GPU at function 0 of their slot (``vgpu-vfio``), joined.
+    """
+    out: list[tuple[str, list[audit.ProviderView]]] = []
+    vfs: dict[str, list[audit.ProviderView]] = {}
+    for view in sorted(gpu_views, key=lambda v: v.name):
+        mode = audit.mode_of([view])
+        address = audit.provider_address(view.name)
+        if mode == 'vgpu' and address and not address.endswith('.0'):
+            vfs.setdefault(address.rsplit('.', 1)[0], []).append(view)
+            continue
+        out.append((mode, [view]))
+    out += [('vgpu-vfio', views) for _slot, views in sorted(vfs.items())]
+    return out
+
+
+def _gpu_kinds(host: str, gpu_views: list[audit.ProviderView],
+               dropped: list[str]) -> tuple[list[dict], dict[str, Any]]:
+    """The ``gpus:`` kinds of one host and the host keys they need."""
+    from gpu_nova_ext.simulate import hostgen
+
+    counts: dict[tuple, int] = collections.Counter()
+    extra: dict[str, Any] = {}
+    for mode, views in _physical_gpus(gpu_views):
+        names = ', '.join(v.name for v in views)
+        if any(naming.MIG_ENABLED_TRAIT in v.traits for v in views):
+            dropped.append('%s: GPU %s is MIG-partitioned, which a '
+                           'snapshot does not write yet' % (host, names))
+            continue
+        model = audit.model_of(views)
+        if model not in hostgen.PCI_ID_OF_MODEL:
+            dropped.append('%s: GPU %s of model %s, which the simulator '
+                           'does not know' % (host, names, model or '?'))
+            continue
+        classes = sorted({c for v in views for c in audit.gpu_classes(v)})
+        total = sum(v.inventories[c]['total'] for v in views
+                    for c in audit.gpu_classes(v))
+        driver = _driver({t for v in views for t in v.traits})
+        if mode != 'passthrough':
+            if classes[0] not in _VGPU_CLASSES:
+                extra.setdefault('vgpu_resource_class', classes[0])
+            counts[(model, mode, total, driver)] += 1
+            continue
+        vendor, device = hostgen.PCI_ID_OF_MODEL[model]
+        if classes[0] != 'CUSTOM_PCI_%s_%s' % (vendor.upper(),
+                                               device.upper()):
+            extra.setdefault('pci_resource_class', classes[0])
+        # one provider per GPU, or one holding a model's GPUs
+        counts[(model, mode, 1, driver)] += total
+    if len({k[1] == 'passthrough' for k in counts}) > 1:
+        for key in [k for k in counts if k[1] == 'passthrough']:
+            dropped.append('%s: %d passthrough %s GPU(s) beside vGPU ones '
+                           '(a simulated host offers its GPUs one way)'
+                           % (host, counts.pop(key), key[0]))
+        extra.pop('pci_resource_class', None)
+    kinds = []
+    for (model, mode, total, driver), count in sorted(counts.items()):
+        kind: dict[str, Any] = {'model': model, 'count': count,
+                                'mode': mode}
+        if mode != 'passthrough':
+            kind.update(vgpu_type=SNAPSHOT_VGPU_TYPE,
+                        vgpu_instances=total)
+        if driver:
+            kind['driver_version'] = driver
+        kinds.append(kind)
+    return kinds, extra
+
+
+def _driver(traits) -> str | None:
+    for trait in sorted(traits):
+        if trait.startswith(naming.TRAIT_PREFIX + 'DRIVER_'):
+            return trait[len(naming.TRAIT_PREFIX + 'DRIVER_'):]
+    return None
+
+
+def _flavor_entry(name: str, vcpus, ram, disk, specs: dict) -> dict:
+    entry: dict[str, Any] = {'name': name, 'vcpus': int(vcpus),
+                             'ram_mb': int(ram), 'disk_gb': int(disk or 0)}
+    if specs:
+        entry['extra_specs'] = {str(k): str(v) for k, v in specs.items()}
+    return entry
+
+
+def is_gpu_flavor(extra_specs: dict) -> bool:
+    """A flavor whose request asks GPUs, as the scheduler parses it."""
+    return request.parse_extra_specs(extra_specs).kind != request.NONE
+
+
+def build(facts: CloudFacts, taken_at: str) -> Snapshot:
+    """The scenario of the cloud ``facts`` describe.  No I/O."""
+    dropped: list[str] = []
+    by_parent: dict[str, list[audit.ProviderView]] = collections.defaultdict(
+        list)
+    for view in facts.providers:
+        if view.parent_uuid is not None and audit.is_gpu_provider(view):
+            by_parent[view.root_uuid].append(view)
+    member_of: dict[str, dict[str, dict]] = collections.defaultdict(dict)
+    for agg, (hosts, metadata) in sorted(facts.aggregates.items()):
+        for host in hosts:
+            member_of[host][agg] = {str(k): str(v)
+                                    for k, v in metadata.items()}
+    hosts = []
+    gpu_lists: dict[str, list] = {}
+    for view in sorted(facts.providers, key=lambda v: v.name):
+        inv = facts.root_inventories.get(view.uuid)
+        if view.parent_uuid is not None or not inv or 'VCPU' not in inv:
+            continue
+        name = safe_name(view.name)
+        if name is None:
+            dropped.append('host %s: its name is not a scenario name '
+                           '(letters, digits, ".", "_", "-", at most %d)'
+                           % (view.name, NAME_MAX))
+            continue
+        missing = [rc for rc in _COMPUTE_CLASSES if rc not in inv]
+        if missing:
+            dropped.append('host %s: no %s inventory (the simulated host '
+                           'gets 1)' % (name, ', '.join(missing)))
+        vcpu = inv['VCPU']
+        entry: dict[str, Any] = {
+            'name': name,
+            'vcpus': max(vcpu['total'] - vcpu.get('reserved', 0), 1),
+            'cpu_allocation_ratio': float(vcpu.get('allocation_ratio',
+                                                   1.0)),
+            'memory_mb': max(offered(inv.get('MEMORY_MB')), 1),
+            'disk_gb': max(offered(inv.get('DISK_GB')), 1)}
+        kinds, extra = _gpu_kinds(name, by_parent.get(view.uuid, []),
+                                  dropped)
+        entry.update(extra)
+        if kinds:
+            # one list per kind of GPUs: YAML writes it once, anchored
+            entry['gpus'] = gpu_lists.setdefault(
+                yaml.safe_dump(kinds, sort_keys=True), kinds)
+        else:
+            entry.update(nova_gpu_mode='none',
+                         libvirt_xml_inline='<node></node>')
+        if member_of.get(name):
+            entry['aggregates'] = member_of[name]
+        hosts.append(entry)
+    if not hosts:
+        raise exception.InvalidArgument(
+            argument='cloud', value='Placement',
+            reason='no compute host (a resource provider with VCPU '
+                   'inventory) in Placement; start nova-compute first')
+
+    flavors: dict[str, dict] = {}
+    for flavor in sorted(facts.flavors, key=lambda f: f.name):
+        name = safe_name(flavor.name)
+        if name is None:
+            dropped.append('flavor %s: its name is not a scenario name'
+                           % flavor.name)
+            continue
+        flavors[name] = _flavor_entry(name, flavor.vcpus, flavor.ram,
+                                      flavor.disk, flavor.extra_specs)
+    known = {h['name'] for h in hosts}
+    boots, placed, used = [], {}, set()
+    without_host = 0
+    for server in sorted(facts.servers, key=lambda s: (s.created_at,
+                                                       s.id)):
+        if not server.host:
+            without_host += 1
+            continue
+        where = '%s (%s) on %s' % (server.name, server.id, server.host)
+        if server.host not in known:
+            dropped.append('server %s: its host is not in the snapshot'
+                           % where)
+            continue
+        fname = server.flavor.get('name')
+        name = safe_name(fname) if fname else None
+        if name is None or server.flavor.get('vcpus') is None:
+            dropped.append('server %s: its flavor %s cannot be written '
+                           '(its resources count as free)' % (
+                               where, fname or '(not shown by Nova)'))
+            continue
+        if name not in flavors:
+            # deleted since: the server's own copy
+            flavors[name] = _flavor_entry(
+                name, server.flavor['vcpus'], server.flavor['ram'],
+                server.flavor['disk'], server.flavor['extra_specs'])
+        prefix = _boot_prefix(server.name, used)
+        boot: dict[str, Any] = {'flavor': name, 'name': prefix}
+        if server.project_id and _project_ok(server.project_id):
+            boot['project'] = server.project_id
+        boots.append(boot)
+        placed[prefix] = server.host
+    if not flavors:
+        raise exception.InvalidArgument(
+            argument='cloud', value='Nova',
+            reason='no flavor in Nova; a scenario needs one (openstack '
+                   'flavor create)')
+    data: dict[str, Any] = {
+        'description': 'snapshot of the cloud taken %s: %d hosts, %d '
+                       'servers' % (taken_at, len(hosts), len(boots)),
+        'hosts': hosts,
+        'flavors': list(flavors.values()),
+    }
+    if boots:
+        data['boots'] = boots
+    gpu_flavors = {n: 1 for n, f in flavors.items()
+                   if is_gpu_flavor(f.get('extra_specs') or {})}
+    if gpu_flavors or not boots:
+        # a fill of GPU-less flavors stops at max_servers only
+        data['workload'] = {
+            'flavors': gpu_flavors or {next(iter(flavors)): 1},
+            'until': 'first_failure', 'max_servers': FILL_MAX_SERVERS}
+    if without_host:
+        dropped.append('%d server(s) without a host (ERROR or not '
+                       'scheduled) hold nothing and are left out'
+                       % without_host)
+    return Snapshot(data=data, taken_at=taken_at, dropped=dropped,
+                    placed=placed)
+
+
+def _project_ok(project_id: str) -> bool:
+    try:
+        reservation.check_project_format(project_id)
+    except (exception.GpuNovaExtException, ValueError):
+        return False
+    return True
+
+
+def now() -> str:
+    """The time a snapshot is taken, ISO 8601 in UTC."""
+    return datetime.datetime.now(datetime.timezone.utc).strftime(
+        '%Y-%m-%dT%H:%M:%SZ')
+
+
+def header(snap: Snapshot, cloud: str) -> str:
+    """The comment on top of the file: when, from where, what is missing."""
+    lines = [
+        'gpu-nova-ext scenario: a snapshot of the cloud %s' % cloud,
+        'taken %s by openstack gpu snapshot; play it with' % snap.taken_at,
+        '  gpu-nova-ext simulate FILE   (or --compare, or edit it first)',
+        '',
+        'Hosts are the compute hosts of Placement under their own names;',
+        'hosts with the same GPUs share one gpus: list (&idNNN).',
+        'vcpus, memory_mb and disk_gb are what Placement offers: (total -',
+        'reserved) x allocation ratio (only vCPUs keep their ratio).',
+        'boots: the servers that run now, oldest first. A scenario cannot',
+        'pin a server to a host: the simulator schedules them again and',
+        'may put some elsewhere than they run (openstack gpu capacity',
+        'says how many).',
+        'workload: the GPU flavors, filled until the first NoValidHost.',
+        '',
+        'Not represented:',
+    ]
+    lines += ['  - ' + line for line in NOT_REPRESENTED]
+    if snap.dropped:
+        lines.append('Left out of this cloud:')
+        lines += ['  - ' + line for line in snap.dropped]
+    return ''.join('# %s\n' % line if line else '#\n' for line in lines)
+
+
+def render(snap: Snapshot, cloud: str) -> str:
+    """The scenario file: :func:`header` and the data as YAML."""
+    return header(snap, cloud) + yaml.safe_dump(
+        snap.data, sort_keys=False, default_flow_style=False)
