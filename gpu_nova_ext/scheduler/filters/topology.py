@@ -18,6 +18,8 @@ one GPU).  A multi-GPU candidate is as well connected as the few link
 domains, PCIe switches and NUMA nodes its GPUs span; ``gpu:topology``
 ``nvlink``, ``switch`` or ``numa`` requires one of each.
 """
+import logging as std_logging
+
 from gpu_nova_ext.scheduler import filtering
 from gpu_nova_ext.scheduler import request
 
@@ -91,8 +93,33 @@ class GpuTopologyFilter(filtering.GpuFilter):
                         or self._missing(ctx, host_state, name)):
                     passed.append(host_state)
                 continue
-            keep = [c for c in host_state.allocation_candidates
+            cands = host_state.allocation_candidates
+            keep = [c for c in cands
                     if meets(candidate_gpus(record, c), constraint)]
             if self.keep_candidates(host_state, keep, constraint, name):
                 passed.append(host_state)
+            elif _fits(record, constraint, len(candidate_gpus(record,
+                                                              cands[0]))):
+                ctx.cache.log_once(
+                    std_logging.WARNING, host_state.host, 'topology-cut',
+                    '%(filter)s: host %(host)s has %(n)d free GPUs in one '
+                    '%(scope)s, but none of the %(cands)d allocation '
+                    'candidates Placement returned for it uses them: raise '
+                    "Placement's max_allocation_candidates and Nova's "
+                    'max_placement_results (doc/source/topology.rst, "How '
+                    'many candidates a host needs").', filter=name,
+                    n=len(candidate_gpus(record, cands[0])),
+                    scope=_SCOPES[constraint], cands=len(cands))
         return passed
+
+
+def _fits(record, topology: str, count: int) -> bool:
+    """Whether ``count`` free, healthy whole GPUs share the scope."""
+    field = request.TOPOLOGY_FIELDS[topology]
+    free: dict = {}
+    for gpu in record.gpus:
+        value = getattr(gpu, field)
+        if (value is not None and record.free[gpu.index] >= 1.0
+                and record.health_rank[gpu.index] == 0):
+            free[value] = free.get(value, 0) + 1
+    return count > 1 and max(free.values(), default=0) >= count

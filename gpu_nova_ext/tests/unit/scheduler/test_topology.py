@@ -123,6 +123,23 @@ class TestTopologyFilter(TopologyCase):
                                 self.spec(2, 'nvlink'))
         self.assertEqual(['whole'], [h.host for h in passed])
 
+    def test_candidates_cut_by_placement_are_said(self):
+        self.add_pairs('cut')
+        self.add_pairs('broken', used=(0, 2, 4, 6))
+        # Placement's cap left the first two (widest) sets of each host
+        hosts = [self.host('cut', 2), self.host('broken', 2,
+                                                 used=(0, 2, 4, 6))]
+        for host in hosts:
+            host.allocation_candidates = host.allocation_candidates[:2]
+        self.assertEqual([], no.run_filters(
+            [topology.GpuTopologyFilter()], hosts, self.spec(2, 'nvlink')))
+        lines = self.log_lines('allocation candidates Placement returned')
+        # the host with free pairs is named; the one without is not
+        self.assertEqual(1, len(lines), lines)
+        self.assertIn('host cut has 2 free GPUs in one NVLink domain, but '
+                      'none of the 2 allocation candidates', lines[0])
+        self.assertIn('max_allocation_candidates', lines[0])
+
     def test_unknown_topology_never_meets_a_requirement(self):
         self.add_host('old', [no.gpu_state('old', i, mode='passthrough')
                               for i in range(2)])
