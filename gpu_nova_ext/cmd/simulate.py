@@ -59,6 +59,14 @@ def register(subparsers):
              % '; '.join('%s: %s' % (name, policies.DESCRIPTIONS[name])
                          for name in policies.PRESETS))
     parser.add_argument(
+        '--seeds', nargs='+', type=int, metavar='SEED',
+        help='Run the scenario\'s workload once per seed (with --compare, '
+             'every policy per seed) and report the spread: per policy the '
+             'min / median / max of the GPU allocation at 50..130%% of '
+             'arrived load, the first failed GPU server and the multi-GPU '
+             'servers placed, then each seed\'s comparison.  json/yaml: '
+             '{"spread", "seeds"}; csv: a seed column first.')
+    parser.add_argument(
         '--plot', metavar='FILE.png',
         help='Draw GPU allocation rate against arrived load, one line per '
              'policy (needs matplotlib: pip install gpu-nova-ext[plot]).')
@@ -201,6 +209,9 @@ def _simulate(args) -> int:
         scenario.path, len(scenario.hosts), len(scenario.flavors),
         len(scenario.steps), ', a workload' if scenario.workload else ''))
     variants = _policies(args, scenario)
+    if args.seeds:
+        variants = [(name, scn.with_seed(variant, seed))
+                    for seed in args.seeds for name, variant in variants]
     workers = min(len(variants), _cores())
     if workers > 1:
         _progress('%d policies in %d parallel processes' % (
@@ -209,7 +220,15 @@ def _simulate(args) -> int:
     else:
         results = [_run_policy(name, variant, _bar)
                    for name, variant in variants]
-    text_table.emit(args, output.listing(results))
+    if args.seeds:
+        runs: dict[int, list] = {}
+        for (_, variant), result in zip(variants, results):
+            runs.setdefault(variant.workload.seed, []).append(result)
+        text_table.emit(args, output.seeds_listing(runs))
+        # the first seed's curves
+        results = runs[args.seeds[0]]
+    else:
+        text_table.emit(args, output.listing(results))
     if args.plot:
         output.plot(results, args.plot)
         _progress('plot written to %s' % args.plot)

@@ -14,19 +14,19 @@
 
 Design doc: Fragmentation-aware placement (shapes, the mix, how it is
 learned, and a host's fragmentation: the expected free GPU capacity a
-request drawn from the mix could not use there).
+request drawn from the mix could not use there, or its CPU and RAM feed).
 """
 import bisect
 import dataclasses
 import functools
+import itertools
 import threading
 from typing import Any, Iterable, NamedTuple
 import weakref
 
 from gpu_nova_ext.scheduler import context as request_context
 
-# a GPU with at least this much free counts as whole (float sums of
-# 1/n instances)
+# a GPU with this much free is whole (float sums of 1/n instances)
 _WHOLE = 1.0 - 1e-6
 # the slack of comparisons between sums of GPU units
 _EPS = 1e-9
@@ -38,7 +38,6 @@ _SUBSETS = 256
 
 class Shape(NamedTuple):
     """One request shape (a key of the learned counts)."""
-
     units: float      # GPU units its claim takes (0: no GPU)
     vcpus: float
     ram_mb: float
@@ -47,7 +46,6 @@ class Shape(NamedTuple):
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class MixShape:
     """A shape of a mix with its probability."""
-
     prob: float
     vcpus: float
     ram_mb: float
@@ -58,10 +56,8 @@ class MixShape:
 class _Sums:
     """The shapes of a mix that fit a host's CPU and RAM, as sums.
 
-    Ascending by units, with the probability of each suffix: one
-    bisection tells the probability of the shapes above a number of units.
+    By units ascending, with each suffix's probability (one bisection).
     """
-
     unfit: float                    # probability of the shapes that do not
     whole_units: tuple[float, ...]
     whole_above: tuple[float, ...]  # [k]: of whole_units[k:]
@@ -80,11 +76,9 @@ class _Sums:
 
 
 def _sums(whole, part, unfit: float = 0.0) -> _Sums:
-    def above(shapes):
-        out = [0.0]
-        for shape in reversed(shapes):
-            out.append(out[-1] + shape.prob)
-        return tuple(reversed(out))
+    def above(shapes):      # [k]: the probability of shapes[k:]
+        return tuple(itertools.accumulate(
+            (s.prob for s in reversed(shapes)), initial=0.0))[::-1]
     return _Sums(unfit, tuple(s.units for s in whole), above(whole),
                  tuple(s.units - _EPS for s in part), above(part))
 
@@ -92,12 +86,14 @@ def _sums(whole, part, unfit: float = 0.0) -> _Sums:
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class Mix:
     """Shapes with their probabilities (summing to 1), split by kind."""
-
     whole: tuple[MixShape, ...] = ()   # shapes of whole GPUs, by units
     part: tuple[MixShape, ...] = ()    # shapes under one GPU, by share
-    # derived (make_mix): every shape fits a host with this much free
+    # derived (make_mix): every shape fits a host with this much free;
+    # the mix's expected vCPUs and RAM per GPU unit
     max_vcpus: float = 0.0
     max_ram_mb: float = 0.0
+    vcpus_per_unit: float = 0.0
+    ram_per_unit: float = 0.0
     sums: _Sums = dataclasses.field(default=_sums((), ()), compare=False,
                                     repr=False)
     # fitting shapes (bools) -> their _Sums, for hosts short of CPU or RAM
@@ -117,10 +113,10 @@ class Mix:
         if found is None:
             if len(self.subsets) >= _SUBSETS:
                 self.subsets.clear()
+            fit = [s for s, fits in zip(shapes, key) if fits]
             found = self.subsets[key] = _sums(
-                [s for s, fits in zip(self.whole, key) if fits],
-                [s for s, fits in zip(self.part, key[len(self.whole):])
-                 if fits],
+                [s for s in fit if s.units >= _WHOLE],
+                [s for s in fit if s.units < _WHOLE],
                 sum(s.prob for s, fits in zip(shapes, key) if not fits))
         return found
 
@@ -136,9 +132,12 @@ def make_mix(weights: Iterable[tuple[Shape, float]]) -> Mix:
                        units=s.units) for s, w in pairs]
     whole = tuple(s for s in shapes if s.units >= _WHOLE)
     part = tuple(s for s in shapes if s.units < _WHOLE)
+    units = sum(s.prob * s.units for s in shapes) or 1.0
     return Mix(whole=whole, part=part,
                max_vcpus=max((s.vcpus for s in shapes), default=0.0),
                max_ram_mb=max((s.ram_mb for s in shapes), default=0.0),
+               vcpus_per_unit=sum(s.prob * s.vcpus for s in shapes) / units,
+               ram_per_unit=sum(s.prob * s.ram_mb for s in shapes) / units,
                sums=_sums(whole, part))
 
 
@@ -149,7 +148,7 @@ def fragmentation(free: Iterable[float], vcpus: float, ram_mb: float,
     A shape its CPU or RAM cannot take finds all of them unusable; a
     whole-GPU shape all when it asks more whole GPUs than are free, else
     the partly used ones; a vGPU shape the GPUs with less free than its
-    share.
+    share; and of the rest what its vCPUs and RAM cannot feed at the mix's.
 
     :param free: free units per GPU (1 for a whole free GPU).
     :param vcpus: free vCPUs of the host (allocation ratio applied);
@@ -166,16 +165,19 @@ def fragmentation(free: Iterable[float], vcpus: float, ram_mb: float,
     above, limits = sums.part_above, sums.part_limits
     for f in free:
         out += f * above[bisect.bisect_right(limits, f)]
-    return out
+    unfed = total - max(0.0, min(
+        total, vcpus / mix.vcpus_per_unit if mix.vcpus_per_unit else total,
+        ram_mb / mix.ram_per_unit if mix.ram_per_unit else total))
+    return out + unfed - out * unfed / total
 
 
 def share_costs(free: list[float], vcpus: float, ram_mb: float, mix: Mix,
                 share: float) -> dict[float, float]:
     """Free units of a GPU -> how taking ``share`` there fragments the host.
 
-    The change of the host's fragmentation up to a term the same for every
-    GPU: only the chosen GPU changes, so a whole-GPU shape only sees
-    whether it was whole, a vGPU shape whether it falls below its share.
+    The change of the host's fragmentation up to a term and a factor the
+    same for every GPU: only the chosen GPU changes, so a whole-GPU shape
+    sees whether it was whole, a vGPU shape whether it falls below its share.
 
     :param vcpus: free vCPUs after the request; ``ram_mb`` likewise.
     """
@@ -230,10 +232,9 @@ class MixLearner:
             return self._mix
 
 
-# one learner per GPU state cache: in nova-scheduler one per process; a
+# GPU state cache -> its MixLearner: in nova-scheduler one per process; a
 # simulation (or a test) that starts a new cache starts a new mix
-_learners: 'weakref.WeakKeyDictionary[Any, MixLearner]' = (
-    weakref.WeakKeyDictionary())
+_learners = weakref.WeakKeyDictionary()
 _learners_lock = threading.Lock()
 
 
@@ -282,9 +283,8 @@ def gpu_free(record: Any, host_state: Any) -> list[float]:
     """Free units per GPU; unknown passthrough: free when offered."""
     free = list(record.free)
     if record.passthrough_unknown:
-        offered = set()
-        for cand in host_state.allocation_candidates:
-            offered.update(cand['allocations'])
+        offered = {rp for cand in host_state.allocation_candidates
+                   for rp in cand['allocations']}
         for gpu in record.passthrough_unknown:
             if offered.isdisjoint(gpu.provider_uuids):
                 free[gpu.index] = 0.0

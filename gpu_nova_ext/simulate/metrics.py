@@ -27,6 +27,11 @@
 * **Fragmentation**: free GPU capacity that no flavor of the mix can use
   (too little left on the GPU, the host's CPU or RAM full, the GPU
   unhealthy, or no flavor for that GPU) / all free GPU capacity.
+* **The curve** (``allocation_at``): the GPU allocation rate once the
+  arrived load reached each of :data:`CURVE_PCT` (None: never reached);
+  with the first failed GPU server and the multi-GPU servers placed of
+  those arrived, what ``--compare`` sets side by side (design doc:
+  Fragmentation-aware placement).
 """
 import dataclasses
 from typing import Any
@@ -36,6 +41,27 @@ from gpu_nova_ext.inventory import mig_profiles
 from gpu_nova_ext import naming
 from gpu_nova_ext.operator import resource_classes
 from gpu_nova_ext.simulate import nova_request
+
+
+#: arrived loads (% of the GPUs) at which the curve is reported
+CURVE_PCT = tuple(range(50, 131, 10))
+
+
+def allocation_at(curve: list[tuple[float, float, float]]
+                  ) -> list[dict[str, float | None]]:
+    """The allocation rate at each of :data:`CURVE_PCT` arrived.
+
+    After the first boot that brought the arrived load to the mark.
+    """
+    out = []
+    points = iter(curve)
+    point = next(points, None)
+    for pct in CURVE_PCT:
+        while point is not None and point[0] < pct - 1e-9:
+            point = next(points, None)
+        out.append({'arrived_pct': pct, 'gpu_allocation_pct':
+                    None if point is None else point[1]})
+    return out
 
 
 @dataclasses.dataclass
@@ -273,22 +299,26 @@ class Meter:
                 self.placed_allocation_pct,
             'arrived_pct': self.arrived_pct,
             'first_gpu_failure': self.first_failure,
+            'allocation_at': allocation_at(result.curve),
             'fragmentation_pct': self.fragmentation_pct(),
             'fully_free_gpu_hosts': len(gpu_hosts - busy_hosts),
             'hosts_missing_state': len(result.missing_state),
             'usage_by_model': {
                 model: {'gpus': n, 'allocation_pct': _pct(units, n)}
                 for model, (n, units) in sorted(by_model.items())},
-            **self._topology(landed),
+            **self._topology(landed, result),
         }
 
-    def _topology(self, landed) -> dict[str, int]:
+    def _topology(self, landed, result) -> dict[str, int]:
         """Multi-GPU servers, and how many are split.
 
         Their GPUs not in one NVLink domain, or on several NUMA nodes, as
         the host's agent reported its GPUs (design doc: Topology).
         """
         multi = split_link = split_numa = 0
+        needs = [self.needs.get(s.flavor) for s in result.servers
+                 if not s.quota]
+        arrived = sum(1 for n in needs if n is not None and n.amount >= 2)
         for server in landed:
             if len(server.gpus) < 2:
                 continue
@@ -303,5 +333,7 @@ class Meter:
             if len({g.get('numa_node') for g in gpus}) > 1:
                 split_numa += 1
         return {'multi_gpu_servers': multi,
+                # servers whose flavor asks two or more GPUs (instances)
+                'multi_gpu_arrived': arrived,
                 'multi_gpu_not_in_one_link_domain': split_link,
                 'multi_gpu_across_numa_nodes': split_numa}

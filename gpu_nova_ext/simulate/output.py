@@ -19,6 +19,9 @@ the report of :func:`to_table`, the document of :func:`document`, or the
 rows of :func:`rows`.  Long runs keep the table readable: per-server and
 per-GPU rows are shown up to :data:`MAX_ROWS`, the summary always.
 """
+import statistics
+
+from gpu_nova_ext.simulate import metrics as runner_metrics
 from gpu_nova_ext.simulate import misplaced
 from gpu_nova_ext.simulate import quotas
 from gpu_nova_ext.simulate import reservations
@@ -53,7 +56,7 @@ def listing(results: list[runner.Result]) -> text_table.Listing:
 
 
 CSV_FIELDS = ('policy', 'server', 'flavor', 'host', 'gpus', 'error',
-              'arrived_pct', 'misplaced')
+              'arrived_pct', 'misplaced', 'gpu_allocation_pct')
 #: with ``remediation:``, a row per move follows the servers' rows
 CSV_MOVE_FIELDS = ('record', 'step', 'from_host', 'from_gpus', 'action',
                    'outcome')
@@ -65,17 +68,22 @@ def rows(results: list[runner.Result]) -> tuple[tuple, list[list]]:
     With ``remediation:`` the rows gain a ``record`` column (``boot`` or
     ``move``); a move's ``host``/``gpus`` are where the server went and its
     ``error`` why it did not move.  None where a row has no value (csv
-    writes nothing, the table and ``value`` a ``-``).
+    writes nothing, the table and ``value`` a ``-``).  A server's
+    ``gpu_allocation_pct`` is the cloud's after its boot: with
+    ``arrived_pct`` the curve of ``--plot``.
 
     :returns: the columns and the rows.
     """
     moves = any(r.moves is not None for r in results)
     out = []
     for result in results:
-        for s in result.servers:
+        # result.curve has a point per server, in order
+        after = [p[1] for p in result.curve]
+        for i, s in enumerate(result.servers):
             out.append([result.policy, s.server, s.flavor, s.host,
                         ' '.join(s.gpus) or None, s.error or None,
-                        '%.2f' % s.arrived_pct, s.misplaced or None] +
+                        '%.2f' % s.arrived_pct, s.misplaced or None,
+                        '%.2f' % after[i] if i < len(after) else None] +
                        (['boot'] + [None] * 5 if moves else []))
         flavors = {s.server: s.flavor for s in result.servers}
         for m in result.moves or []:
@@ -83,7 +91,7 @@ def rows(results: list[runner.Result]) -> tuple[tuple, list[list]]:
                 result.policy, m.server, flavors.get(m.server),
                 m.to_host, ' '.join(m.to_gpus) or None,
                 None if m.outcome == 'moved' else m.why(), None, None,
-                'move', str(m.step), m.host, ' '.join(m.gpus) or None,
+                None, 'move', str(m.step), m.host, ' '.join(m.gpus) or None,
                 m.action, m.outcome])
     return CSV_FIELDS + (CSV_MOVE_FIELDS if moves else ()), out
 
@@ -232,6 +240,10 @@ def compare_table(results: list[runner.Result]) -> list[str]:
         f = r.summary.get('first_gpu_failure')
         return '-' if f is None else '%.1f%%' % f[key]
 
+    def multi(r):
+        return '%d of %d' % (r.summary['multi_gpu_servers'],
+                             r.summary.get('multi_gpu_arrived', 0))
+
     rows = [
         ['placed', [str(r.summary['servers_placed']) for r in results]],
         ['misplaced (wrong GPU)', [str(r.summary['servers_misplaced'])
@@ -246,6 +258,14 @@ def compare_table(results: list[runner.Result]) -> list[str]:
                                         for r in results]],
         ['allocation at 1st GPU failure', [first(r, 'gpu_allocation_pct')
                                            for r in results]],
+    ] + [
+        ['GPU allocation at %d%% arrived' % point['arrived_pct'], [
+            _pct_cell(r.summary['allocation_at'][i]['gpu_allocation_pct'])
+            for r in results]]
+        for i, point in enumerate(results[0].summary['allocation_at'])
+    ] + [
+        ['multi-GPU servers placed of arrived', [multi(r)
+                                                 for r in results]],
         ['fragmentation', ['%.1f%%' % r.summary['fragmentation_pct']
                            for r in results]],
         ['fully free GPU hosts', [str(r.summary['fully_free_gpu_hosts'])
@@ -265,21 +285,112 @@ def compare_table(results: list[runner.Result]) -> list[str]:
                             [[name] + cells for name, cells in rows])
 
 
+def _pct_cell(value: float | None) -> str:
+    return '-' if value is None else '%.1f%%' % value
+
+
+def _spread_figures(result: runner.Result) -> dict[str, float | None]:
+    summary = result.summary
+    first = summary.get('first_gpu_failure')
+    out = {'gpu_allocation_at_%d' % p['arrived_pct']:
+           p['gpu_allocation_pct'] for p in summary['allocation_at']}
+    # no failure: every GPU server arrived was placed
+    out['first_gpu_failure_arrived'] = (
+        summary['arrived_pct'] if first is None else first['arrived_pct'])
+    out['multi_gpu_placed'] = summary['multi_gpu_servers']
+    out['multi_gpu_arrived'] = summary['multi_gpu_arrived']
+    return out
+
+
+def spread(runs: dict[int, list[runner.Result]]) -> dict[str, dict]:
+    """Policy -> figure -> min, median and max over the seeds' runs.
+
+    ``runs``: seed -> that seed's results (the same policies in the same
+    order).  The median with the extremes, not a mean and deviation: a
+    few seeds, and one bad seed is what an operator wants to see.
+    """
+    by_policy: dict[str, dict[str, list]] = {}
+    for results in runs.values():
+        for result in results:
+            figures = by_policy.setdefault(result.policy or 'scenario', {})
+            for name, value in _spread_figures(result).items():
+                figures.setdefault(name, []).append(value)
+    out: dict[str, dict] = {}
+    for policy, figures in by_policy.items():
+        out[policy] = {}
+        for name, values in figures.items():
+            known = sorted(v for v in values if v is not None)
+            out[policy][name] = None if not known else {
+                'min': known[0], 'median': statistics.median(known),
+                'max': known[-1]}
+    return out
+
+
+def spread_table(runs: dict[int, list[runner.Result]]) -> list[str]:
+    """:func:`spread` as a table: a row per figure, a column per policy."""
+    figures = spread(runs)
+    policies = list(figures)
+    names = list(figures[policies[0]])
+
+    def cell(entry, name):
+        if entry is None:
+            return '-'
+        fmt = '%d' if name.startswith('multi') else '%.1f'
+        return ' / '.join(fmt % entry[k] for k in ('min', 'median', 'max'))
+
+    rows = [[name] + [cell(figures[p].get(name), name) for p in policies]
+            for name in names]
+    return ['%d seeds (%s): min / median / max' % (
+        len(runs), ', '.join(str(s) for s in runs)), ''] + text_table.lines(
+            ['FIGURE'] + policies, rows)
+
+
+def seeds_listing(runs: dict[int, list[runner.Result]]
+                  ) -> text_table.Listing:
+    """What ``--seeds`` prints: the spread, then each seed's comparison.
+
+    JSON/YAML: ``{"spread": ..., "seeds": {seed: document}}``; CSV: the
+    rows of :func:`rows` with a ``seed`` column first.
+    """
+    columns, data = None, []
+    for seed, results in runs.items():
+        columns, seed_rows = rows(results)
+        data += [[seed] + row for row in seed_rows]
+
+    def report():
+        out = spread_table(runs)
+        for seed, results in runs.items():
+            out += ['', '== seed %d ==' % seed] + compare_table(results)
+        return '\n'.join(out)
+    return text_table.Listing(
+        columns=('seed',) + columns, rows=data, sort_keys=False,
+        document={'spread': spread(runs), 'seeds': {
+            str(seed): document(results) for seed, results in runs.items()}},
+        report=report)
+
+
 def plot(results: list[runner.Result], path: str) -> None:
     """GPU allocation rate against arrived load, one line per policy.
 
     A policy with misplaced servers gets a dashed line of its allocation
-    without them, and an ``x`` where each misplaced server landed.
+    without them, and an ``x`` where each misplaced server landed; a dot
+    marks each policy's first failed GPU server.
     """
     import matplotlib
     matplotlib.use('Agg')
     from matplotlib import pyplot
+    from matplotlib import ticker
     fig, ax = pyplot.subplots(figsize=(7, 4.5))
     for result in results:
         name = result.policy or 'scenario'
         xs = [p[0] for p in result.curve]
         ys = [p[1] for p in result.curve]
-        line, = ax.plot(xs, ys, label=name)
+        first = result.summary.get('first_gpu_failure')
+        line, = ax.plot(xs, ys, label='%s (first failure at %s arrived)' % (
+            name, _pct_cell(first and first['arrived_pct'])))
+        if first:
+            ax.plot([first['arrived_pct']], [first['gpu_allocation_pct']],
+                    'o', color=line.get_color())
         if not result.summary.get('servers_misplaced'):
             continue
         ax.plot(xs, [p[2] for p in result.curve], linestyle='--',
@@ -293,7 +404,10 @@ def plot(results: list[runner.Result], path: str) -> None:
                 label='%s: misplaced server (%d)' % (name, len(bad)))
     ax.set_xlabel('arrived load (% of GPU capacity requested)')
     ax.set_ylabel('GPU allocation rate (%)')
-    ax.set_ylim(0, 100)
+    # 101: a policy at 100 % stays in view
+    ax.set_ylim(0, 101)
+    ax.xaxis.set_major_locator(ticker.MultipleLocator(
+        runner_metrics.CURVE_PCT[1] - runner_metrics.CURVE_PCT[0]))
     ax.grid(True, alpha=0.3)
     ax.legend()
     fig.tight_layout()

@@ -178,6 +178,19 @@ def load(path: str | None = None, mig_variant: str | None = None
     return from_dict(data, path, mig_variant)
 
 
+def with_seed(scenario: Scenario, seed: int) -> Scenario:
+    """The scenario with its ``workload:`` drawn from another seed.
+
+    A ConfigError naming the fix when it has no workload to draw.
+    """
+    if scenario.workload is None:
+        raise exception.ConfigError(reason=(
+            '%s: seeds apply to a workload: and it has none; add one or '
+            'run it without seeds' % scenario.path))
+    return dataclasses.replace(
+        scenario, workload=dataclasses.replace(scenario.workload, seed=seed))
+
+
 def from_dict(data: Any, path: str,
               mig_variant: str | None = None) -> Scenario:
     """Check parsed scenario data: the schema, then what it cannot say.

@@ -146,6 +146,28 @@ class TestCompare(CloudTestCase):
         short = min(len(f) for f in flavors)
         self.assertEqual(flavors[0][:short], flavors[1][:short])
 
+    def test_seeds_give_the_spread_and_each_seed(self):
+        scenario = {
+            'hosts': [_a100('a100', 3, gpus=1)],
+            'flavors': [
+                _flavor('vgpu.small', {'resources:VGPU': '1'}),
+                _flavor('vgpu.whole', {'resources:VGPU': '8'}, vcpus=16)],
+            'workload': {'seed': 11, 'until': 'first_failure',
+                         'flavors': {'vgpu.small': 4, 'vgpu.whole': 1}}}
+        data, err = self.simulate(scenario, '--compare', 'pack',
+                                  '--seeds', '5', '6')
+        self.assertEqual({'5', '6'}, set(data['seeds']))
+        # one policy: each seed's document is that policy's
+        arrivals = [[p['flavor'] for p in data['seeds'][s]['placements']]
+                    for s in ('5', '6')]
+        # another seed draws other arrivals
+        self.assertNotEqual(arrivals[0], arrivals[1])
+        failure = data['spread']['pack']['first_gpu_failure_arrived']
+        firsts = sorted(data['seeds'][s]['summary']['first_gpu_failure'][
+            'arrived_pct'] for s in ('5', '6'))
+        self.assertEqual({'min': firsts[0], 'median': sum(firsts) / 2,
+                          'max': firsts[1]}, failure)
+
 
 class TestMisplaced(CloudTestCase):
 
@@ -347,6 +369,16 @@ class TestOutputs(CloudTestCase):
         self.assertEqual(0, proc.returncode, proc.stderr[-2000:])
         rows = proc.stdout.splitlines()
         self.assertEqual('policy,server,flavor,host,gpus,error,arrived_pct,'
-                         'misplaced', rows[0])
+                         'misplaced,gpu_allocation_pct', rows[0])
         self.assertEqual(len(data['policies'][0]['placements']),
                          len(rows) - 1)
+        # the curve: the allocation after each boot, never falling (no
+        # server leaves); the marks the run reached (50, 60 %) have a value
+        curve = [float(r.split(',')[-1]) for r in rows[1:]]
+        self.assertEqual(sorted(curve), curve)
+        self.assertGreater(curve[-1], 0.0)
+        summary = data['policies'][0]['summary']
+        marks = {p['arrived_pct']: p['gpu_allocation_pct']
+                 for p in summary['allocation_at']}
+        self.assertIsNotNone(marks[60])
+        self.assertIsNone(marks[130])

@@ -59,12 +59,32 @@ class TestFragmentation(base.PluginTestCase):
     def test_cpu_and_ram_beside_the_gpus(self):
         mix = _mix((1, 16, 8192, 1))
         self.assertEqual(0.0, fragmentation.fragmentation(
-            [1.0, 1.0], 16, 8192, mix))
+            [1.0, 1.0], 32, 16384, mix))
         # too few vCPUs, or too little RAM: both GPUs are stranded
         self.assertEqual(2.0, fragmentation.fragmentation(
-            [1.0, 1.0], 15, 8192, mix))
+            [1.0, 1.0], 15, 16384, mix))
         self.assertEqual(2.0, fragmentation.fragmentation(
-            [1.0, 1.0], 16, 8191, mix))
+            [1.0, 1.0], 32, 8191, mix))
+
+    def test_gpus_the_cpu_and_ram_cannot_feed(self):
+        # every shape fits, but 24 vCPUs feed 1.5 GPUs of 16-vCPU servers:
+        # half a GPU is expected to be stranded; RAM likewise
+        mix = _mix((1, 16, 8192, 1))
+        self.assertEqual(0.5, fragmentation.fragmentation(
+            [1.0, 1.0], 24, 16384, mix))
+        self.assertEqual(1.0, fragmentation.fragmentation(
+            [1.0, 1.0], 32, 8192, mix))
+        # the mix's need per GPU: a 1-GPU server of 4 vCPUs and a 2-GPU
+        # one of 16, as often: (4 + 16) / (1 + 2) vCPUs per GPU; 20 vCPUs
+        # feed 3 of 8 free GPUs
+        mix = _mix((1, 4, 1024, 1), (2, 16, 1024, 1))
+        self.assertAlmostEqual(5.0, fragmentation.fragmentation(
+            [1.0] * 8, 20, 262144, mix), places=9)
+        # a host whose large servers took its CPU strands its last GPUs:
+        # the same free GPUs weigh worse with less CPU beside them
+        self.assertGreater(
+            fragmentation.fragmentation([1.0] * 4, 20, 262144, mix),
+            fragmentation.fragmentation([1.0] * 4, 40, 262144, mix))
 
     def test_partial_gpu_shapes(self):
         # a half-GPU vGPU shape cannot use a GPU with a quarter left;
@@ -100,7 +120,29 @@ def _by_definition(free, vcpus, ram_mb, mix):
         else:
             out += shape.prob * sum(f for f in free
                                     if f < shape.units - 1e-9)
-    return out
+    if total <= 0:
+        return out
+    units = sum(s.prob * s.units for s in mix.whole + mix.part)
+    fed = min(vcpus * units / sum(s.prob * s.vcpus
+                                  for s in mix.whole + mix.part),
+              ram_mb * units / sum(s.prob * s.ram_mb
+                                   for s in mix.whole + mix.part))
+    unfed = total - max(0.0, min(total, fed))
+    # the two losses as independent shares of the free capacity
+    return total * (1 - (1 - out / total) * (1 - unfed / total))
+
+
+def _fed_share(free, vcpus, ram_mb, mix):
+    """The share of the free units the host's CPU and RAM feed."""
+    total = sum(f for f in free if f > 0)
+    if total <= 0:
+        return 1.0
+    units = sum(s.prob * s.units for s in mix.whole + mix.part)
+    fed = min(vcpus * units / sum(s.prob * s.vcpus
+                                  for s in mix.whole + mix.part),
+              ram_mb * units / sum(s.prob * s.ram_mb
+                                   for s in mix.whole + mix.part))
+    return max(0.0, min(total, fed)) / total
 
 
 class TestFragmentationSums(base.PluginTestCase):
@@ -127,11 +169,17 @@ class TestFragmentationSums(base.PluginTestCase):
 
     def test_share_costs_rank_gpus_as_fragmentation_after(self):
         # taking the share on GPU i or j changes the host's fragmentation
-        # by what share_costs says, up to the same term for every GPU
+        # by what share_costs says, up to the same term for every GPU and
+        # times the share of the host its CPU and RAM feed
         for mix, free, vcpus, ram in self._cases():
             share = 0.125
             usable = [i for i, f in enumerate(free) if f >= share]
             costs = fragmentation.share_costs(free, vcpus, ram, mix, share)
+            if not usable:
+                continue
+            taken = list(free)
+            taken[usable[0]] -= share
+            fed = _fed_share(taken, vcpus, ram, mix)
             after = {}
             for i in usable:
                 taken = list(free)
@@ -142,7 +190,7 @@ class TestFragmentationSums(base.PluginTestCase):
                 for j in usable:
                     self.assertAlmostEqual(
                         after[i] - after[j],
-                        costs[free[i]] - costs[free[j]], places=9,
+                        fed * (costs[free[i]] - costs[free[j]]), places=9,
                         msg='%s free=%s' % (mix, free))
 
 
