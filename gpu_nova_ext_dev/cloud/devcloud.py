@@ -13,9 +13,12 @@
 """A cloud of real processes on this machine (``tools/run cloud``).
 
     python -m gpu_nova_ext_dev.cloud.devcloud start|stop|status [--dir D]
+        [--ha]
 
 ``start`` brings up, each as its own process group: a RabbitMQ node of
-its own, a MariaDB server of its own (Nova's and Placement's databases),
+its own (TLS beside plain AMQP, with a CA made at start; the agents use
+the least-privilege account of ``contrib/rabbitmq/gpu-agent-account``
+over TLS), a MariaDB server of its own (Nova's and Placement's databases),
 Keystone, Placement, nova-api, Glance and Neutron's API behind
 gunicorn (Neutron with ML2 and no agents, :mod:`.neutron_api`),
 nova-conductor, nova-scheduler with two forked
@@ -26,6 +29,13 @@ clouds.yaml (clouds ``admin`` and ``member``) and prints how to use it.
 ``stop`` ends the process groups whose pid files it wrote, and nothing
 else.  Everything lives in one state directory (``.cloud`` at the top of
 the work tree unless ``--dir`` or ``GPU_NOVA_EXT_CLOUD_DIR`` names another).
+
+``start --ha`` is the clustered control plane (doc/source/cloud.rst,
+"Clustered control plane"): three RabbitMQ nodes joined in one cluster,
+every transport URL listing all three, the ``[oslo_messaging_rabbit]``
+queue options the deployment tools set (:data:`HA_RABBIT_OPTIONS`), and
+two nova-scheduler services (hosts :data:`HA_SCHEDULER_HOSTS`) with two
+workers each.
 """
 import argparse
 import concurrent.futures
@@ -53,6 +63,34 @@ DEFAULT_DIR = os.path.join(TOP, '.cloud')
 BIN = os.path.dirname(sys.executable)
 RABBIT_SERVER = '/usr/lib/rabbitmq/bin/rabbitmq-server'
 EPMD = '/usr/bin/epmd'
+# rabbitmqctl itself, not /usr/sbin's wrapper (which switches user and
+# loses the node's environment)
+RABBIT_BIN = os.path.dirname(RABBIT_SERVER)
+# the agents' least-privilege account (doc/source/install.rst,
+# install-agent-account) and the control exchange it requires
+ACCOUNT_SCRIPT = os.path.join(TOP, 'contrib', 'rabbitmq',
+                              'gpu-agent-account')
+AGENT_RABBIT_USER = 'gpu-agent'
+AGENT_EXCHANGE = 'gpu_nova_ext'
+# the clustered variant: RabbitMQ nodes and nova-scheduler services
+HA_RABBIT_NODES = 3
+HA_SCHEDULER_HOSTS = ('controller-1', 'controller-2')
+# [oslo_messaging_rabbit] as kolla-ansible 22.2.0 writes it for every Nova
+# service (roles/nova*/templates/nova.conf.j2, om_enable_rabbitmq_stream_
+# fanout true by default; openstack-ansible's defaults enable the
+# first three too): quorum queues for topic queues, for the transient
+# (reply and fanout) ones, fanout over one stream queue per topic (which
+# needs a prefetch count), and queue names from the queue manager.
+# Every process on the bus gets them: the fanout exchange is declared
+# durable exactly when rabbit_transient_quorum_queue is set, and two
+# declarations that differ are refused by the broker.
+HA_RABBIT_OPTIONS = {
+    'rabbit_quorum_queue': 'true',
+    'rabbit_transient_quorum_queue': 'true',
+    'rabbit_stream_fanout': 'true',
+    'rabbit_qos_prefetch_count': 50,
+    'use_queue_manager': 'true',
+}
 MARIADBD = '/usr/sbin/mariadbd'
 # Nova's three databases and Placement's, on the cloud's MariaDB
 MARIADB_DATABASES = ('nova_api', 'nova_cell0', 'nova_cell1', 'placement')
@@ -189,6 +227,14 @@ class Cloud:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(os.path.join(self.pids, name + '.pid'))
         stop_epmd(self)
+        if self.info.get('ha'):
+            # the queue manager's counters (/dev/shm/<hostname>_<process>_
+            # qmanager), which outlive the processes
+            prefix = queue_manager_prefix(self.info)
+            for entry in os.listdir('/dev/shm'):
+                if entry.startswith(prefix) and entry.endswith('_qmanager'):
+                    with contextlib.suppress(OSError):
+                        os.unlink(os.path.join('/dev/shm', entry))
         return names
 
     def _group_alive(self, name: str) -> bool:
@@ -297,18 +343,31 @@ def ks_section(info: dict, user: str) -> dict:
 class Starter:
     """Brings the cloud up, one step per service."""
 
-    def __init__(self, cloud: Cloud) -> None:
+    def __init__(self, cloud: Cloud, ha: bool = False) -> None:
         self.cloud = cloud
         c = cloud
         ports = {k: free_port() for k in (
-            'rabbit', 'rabbit_dist', 'epmd', 'keystone', 'placement',
-            'nova_api', 'glance', 'neutron')}
+            'epmd', 'keystone', 'placement', 'nova_api', 'glance',
+            'neutron')}
+        nodes = rabbit_nodes(HA_RABBIT_NODES if ha else 1)
+        agent_password = secrets.token_hex(12)
         self.info = c.info = {
             'dir': c.dir,
+            'ha': ha,
             'ports': ports,
-            'rabbit_node': 'gne-cloud-%d@localhost' % ports['rabbit'],
-            'transport_url': 'rabbit://guest:guest@127.0.0.1:%d/'
-                             % ports['rabbit'],
+            'rabbit_nodes': nodes,
+            # one Erlang cookie for every node (and rabbitmqctl)
+            'rabbit_cookie': secrets.token_hex(16).upper(),
+            'tls_dir': os.path.join(c.data, 'tls'),
+            # Nova's services: the broker's default account, plain AMQP
+            'transport_url': transport_url(
+                nodes, 'guest', 'guest', 'port'),
+            # the agents: their own account, over TLS
+            'agent_password': agent_password,
+            'agent_transport_url': transport_url(
+                nodes, AGENT_RABBIT_USER, agent_password, 'tls_port'),
+            'schedulers': ['nova-scheduler'] + (
+                ['nova-scheduler-2'] if ha else []),
             'keystone_url': 'http://127.0.0.1:%d' % ports['keystone'],
             'placement_url': 'http://127.0.0.1:%d' % ports['placement'],
             'nova_url': 'http://127.0.0.1:%d/v2.1' % ports['nova_api'],
@@ -349,7 +408,14 @@ class Starter:
         self.identity()
 
     def rabbitmq(self) -> None:
-        start_rabbitmq(self.cloud)
+        """The node(s), the cluster, the agents' account (over TLS)."""
+        c = self.cloud
+        make_tls(c)
+        parallel(*(lambda n=n: start_rabbitmq(c, n['name'])
+                   for n in self.info['rabbit_nodes']))
+        if self.info['ha']:
+            form_cluster(c)
+        create_agent_account(c)
 
     def mariadb_placement_and_nova(self) -> None:
         start_mariadb(self.cloud)
@@ -591,9 +657,13 @@ class Starter:
         open(files['drop_in'], 'a').close()
         with open(files['agent_conf'], 'w') as f:
             f.write(ini({
+                # the least-privilege account over TLS, which needs an
+                # exchange of the agents' own (doc/source/install.rst)
                 'DEFAULT': {'host': host,
-                            'transport_url': info['transport_url'],
+                            'transport_url': info['agent_transport_url'],
+                            'control_exchange': AGENT_EXCHANGE,
                             'use_stderr': 'true'},
+                'oslo_messaging_rabbit': agent_rabbit_options(info, host),
                 'agent': {
                     'mode': 'annotate',
                     'inventory_sources': 'libvirt,simulated',
@@ -655,6 +725,7 @@ class Starter:
             'neutron': ks_section(info, 'nova'),
             'cinder': {'os_region_name': REGION},
             'oslo_concurrency': {'lock_path': os.path.join(ndir, 'locks')},
+            'oslo_messaging_rabbit': rabbit_options(info),
             'scheduler': {'workers': 2,
                           'discover_hosts_in_cells_interval': -1},
             # doc/source/nova-config.rst, as an operator writes it
@@ -713,7 +784,16 @@ class Starter:
         c.spawn('nova-conductor', [os.path.join(BIN, 'nova-conductor'),
                                    '--config-file', conf,
                                    '--config-file', controller], env)
-        start_scheduler(c)
+        if info['ha']:
+            # a controller host of its own for each scheduler service
+            for name, host in zip(info['schedulers'], HA_SCHEDULER_HOSTS):
+                with open(scheduler_conf(c, name), 'w') as f:
+                    f.write(ini({
+                        'DEFAULT': {'host': host},
+                        'oslo_messaging_rabbit': rabbit_options(info,
+                                                                host)}))
+        for name in info['schedulers']:
+            start_scheduler(c, name=name)
 
     def controller_conf(self) -> dict:
         """nova-api's, -conductor's and -scheduler's own options.
@@ -742,7 +822,8 @@ class Starter:
                 # there (compute_id)
                 f.write(ini({'DEFAULT': {
                     'host': host, 'state_path': files['dir'],
-                    'instances_path': files['instances']}}))
+                    'instances_path': files['instances']},
+                    'oslo_messaging_rabbit': rabbit_options(info, host)}))
             c.spawn('nova-compute-' + host, [
                 sys.executable, '-m', 'gpu_nova_ext_dev.cloud.compute',
                 files['desc'], files['xml'],
@@ -806,8 +887,9 @@ class Starter:
             c.wait_for('gpu-nova-agent-' + host,
                        lambda: agent_reported(conn, host),
                        'report its GPUs to Placement')
-        c.wait_for('nova-scheduler', lambda: len(scheduler_workers(c)) == 2,
-                   'fork its two workers')
+        for name in info['schedulers']:
+            c.wait_for(name, lambda: len(scheduler_workers(c, name)) == 2,
+                       'fork its two workers')
 
 
 # --- processes that tests restart too ----------------------------------
@@ -857,41 +939,244 @@ def gunicorn(cloud: Cloud, name: str, app: str, port: int,
     cloud.spawn(name, [os.path.join(BIN, 'gunicorn')], env, cwd=home)
 
 
-def rabbit_env(cloud: Cloud) -> dict:
+def rabbit_nodes(count: int) -> list[dict]:
+    """The cloud's RabbitMQ nodes: process name, node name, ports.
+
+    One node is process ``rabbitmq``; a cluster's are ``rabbitmq-1``...
+    Each has its own AMQP, TLS and Erlang distribution port (its node name
+    carries its AMQP port, so two clouds' nodes never share a name).
+    """
+    nodes = []
+    for i in range(1, count + 1):
+        port = free_port()
+        nodes.append({
+            'name': 'rabbitmq' if count == 1 else 'rabbitmq-%d' % i,
+            'node': 'gne-cloud-%d@localhost' % port,
+            'port': port, 'tls_port': free_port(),
+            'dist_port': free_port()})
+    return nodes
+
+
+def transport_url(nodes: list[dict], user: str, password: str,
+                  port_key: str) -> str:
+    """oslo.messaging's URL listing every node (``port`` or ``tls_port``)."""
+    return 'rabbit://%s/' % ','.join(
+        '%s:%s@127.0.0.1:%d' % (user, password, n[port_key]) for n in nodes)
+
+
+def rabbit_node(cloud: Cloud, name: str | None = None) -> dict:
+    """The node whose process is ``name`` (default: the first)."""
+    nodes = cloud.info['rabbit_nodes']
+    if name is None:
+        return nodes[0]
+    for node in nodes:
+        if node['name'] == name:
+            return node
+    raise CloudError('no RabbitMQ node %s in this cloud (it has %s)' % (
+        name, ', '.join(n['name'] for n in nodes)))
+
+
+def make_tls(cloud: Cloud) -> None:
+    """A CA of the cloud's own and the brokers' certificate it signs.
+
+    Made at each start (``cryptography``, as the dev cloud's other keys):
+    ``ca.pem`` is what the agents verify the brokers against
+    (``[oslo_messaging_rabbit] ssl_ca_file``); the certificate names
+    127.0.0.1 and localhost, where every node listens.
+    """
+    import datetime
+    import ipaddress
+
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives import serialization
+    from cryptography import x509
+    from cryptography.x509.oid import NameOID
+
+    d = cloud.info['tls_dir']
+    os.makedirs(d, mode=0o700, exist_ok=True)
+    now = datetime.datetime.now(datetime.timezone.utc)
+
+    def cert(subject, issuer, key, sign_key, ca):
+        builder = (x509.CertificateBuilder()
+                   .subject_name(subject).issuer_name(issuer)
+                   .public_key(key.public_key())
+                   .serial_number(x509.random_serial_number())
+                   .not_valid_before(now - datetime.timedelta(minutes=5))
+                   .not_valid_after(now + datetime.timedelta(days=30))
+                   .add_extension(x509.BasicConstraints(ca=ca,
+                                                        path_length=None),
+                                  critical=True))
+        if not ca:
+            builder = builder.add_extension(x509.SubjectAlternativeName([
+                x509.IPAddress(ipaddress.ip_address('127.0.0.1')),
+                x509.DNSName('localhost')]), critical=False)
+        return builder.sign(sign_key, hashes.SHA256())
+
+    def name(cn):
+        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+
+    ca_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    ca = cert(name('gpu-nova-ext dev cloud CA'),
+              name('gpu-nova-ext dev cloud CA'), ca_key, ca_key, True)
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    server = cert(name('127.0.0.1'), ca.subject, key, ca_key, False)
+    pem = serialization.Encoding.PEM
+    for fname, data in (
+            ('ca.pem', ca.public_bytes(pem)),
+            ('server.pem', server.public_bytes(pem)),
+            ('server.key', key.private_bytes(
+                pem, serialization.PrivateFormat.TraditionalOpenSSL,
+                serialization.NoEncryption()))):
+        with open(os.path.join(d, fname), 'wb') as f:
+            f.write(data)
+
+
+def rabbit_env(cloud: Cloud, node: dict | None = None) -> dict:
+    """Environment of ``node``'s server and of rabbitmqctl against it."""
     info = cloud.info
-    d = os.path.join(cloud.data, 'rabbitmq')
+    node = node or rabbit_node(cloud)
+    d = os.path.join(cloud.data, node['name'])
     os.makedirs(d, exist_ok=True)
     conf = os.path.join(d, 'rabbitmq')
+    tls = info['tls_dir']
     with open(conf + '.conf', 'w') as f:
         f.write('listeners.tcp.default = 127.0.0.1:%d\n'
-                'loopback_users = none\n' % info['ports']['rabbit'])
+                'listeners.ssl.default = 127.0.0.1:%d\n'
+                'ssl_options.cacertfile = %s\n'
+                'ssl_options.certfile = %s\n'
+                'ssl_options.keyfile = %s\n'
+                'ssl_options.verify = verify_peer\n'
+                'ssl_options.fail_if_no_peer_cert = false\n'
+                'loopback_users = none\n' % (
+                    node['port'], node['tls_port'],
+                    os.path.join(tls, 'ca.pem'),
+                    os.path.join(tls, 'server.pem'),
+                    os.path.join(tls, 'server.key')))
+        if info.get('ha'):
+            # kolla-ansible's and openstack-ansible's choice
+            f.write('cluster_partition_handling = pause_minority\n')
     plugins = os.path.join(d, 'enabled_plugins')
     with open(plugins, 'w') as f:
         f.write('[].\n')
+    # an empty conf.d: never the system broker's /etc/rabbitmq/conf.d (its
+    # TLS listener on 5671 would replace ours)
+    confd = os.path.join(d, 'conf.d')
+    os.makedirs(confd, exist_ok=True)
+    # every node of a cluster, and rabbitmqctl, share one cookie
+    cookie = os.path.join(d, '.erlang.cookie')
+    with contextlib.suppress(FileNotFoundError):
+        os.chmod(cookie, 0o600)
+    with open(cookie, 'w') as f:
+        f.write(info['rabbit_cookie'])
+    os.chmod(cookie, 0o400)
     return {
         # its own node, port, data and cookie: never the shared broker
         'HOME': d,
-        'RABBITMQ_NODENAME': info['rabbit_node'],
+        'RABBITMQ_NODENAME': node['node'],
         'RABBITMQ_NODE_IP_ADDRESS': '127.0.0.1',
-        'RABBITMQ_NODE_PORT': str(info['ports']['rabbit']),
-        'RABBITMQ_DIST_PORT': str(info['ports']['rabbit_dist']),
+        'RABBITMQ_NODE_PORT': str(node['port']),
+        'RABBITMQ_DIST_PORT': str(node['dist_port']),
         'RABBITMQ_CONFIG_FILE': conf,
+        'RABBITMQ_CONFIG_FILES': confd,
         'RABBITMQ_ENABLED_PLUGINS_FILE': plugins,
         'RABBITMQ_MNESIA_BASE': os.path.join(d, 'mnesia'),
         'RABBITMQ_LOG_BASE': os.path.join(d, 'log'),
         'RABBITMQ_LOGS': '-',
-        # an Erlang port mapper of its own (stop_epmd ends it)
+        # one Erlang port mapper for the cloud's nodes (stop_epmd ends it)
         'ERL_EPMD_PORT': str(info['ports']['epmd']),
+        # rabbitmqctl and the account script find these first
+        'PATH': RABBIT_BIN + os.pathsep + os.environ.get('PATH', ''),
     }
 
 
-def start_rabbitmq(cloud: Cloud) -> None:
+def start_rabbitmq(cloud: Cloud, name: str | None = None) -> None:
+    """Start (or restart) RabbitMQ node ``name`` (default: the first).
+
+    A restarted node of a cluster rejoins it from its own data directory.
+    """
     if not os.path.exists(RABBIT_SERVER):
         raise CloudError('rabbitmq-server is not installed (%s): install '
                          'the rabbitmq-server package' % RABBIT_SERVER)
-    cloud.spawn('rabbitmq', [RABBIT_SERVER], rabbit_env(cloud))
-    port = cloud.info['ports']['rabbit']
-    cloud.wait_for('rabbitmq', lambda: tcp_open(port), 'listen on %d' % port)
+    node = rabbit_node(cloud, name)
+    cloud.spawn(node['name'], [RABBIT_SERVER], rabbit_env(cloud, node))
+    wait_rabbitmq(cloud, node)
+
+
+def wait_rabbitmq(cloud: Cloud, node: dict) -> None:
+    for port in (node['port'], node['tls_port']):
+        cloud.wait_for(node['name'], lambda: tcp_open(port),
+                       'listen on %d' % port)
+
+
+def rabbitmqctl(cloud: Cloud, node: dict, *args: str) -> str:
+    """``rabbitmqctl ARGS`` against ``node``; its output."""
+    env = dict(os.environ)
+    env.update(rabbit_env(cloud, node))
+    proc = subprocess.run(
+        [os.path.join(RABBIT_BIN, 'rabbitmqctl'), '-n', node['node']] +
+        list(args), env=env, capture_output=True, text=True,
+        stdin=subprocess.DEVNULL, timeout=120, cwd=cloud.dir)
+    if proc.returncode:
+        raise CloudError('rabbitmqctl %s on %s failed (exit %d): %s' % (
+            ' '.join(args), node['node'], proc.returncode,
+            (proc.stderr or proc.stdout).strip()[-500:]))
+    return proc.stdout
+
+
+def form_cluster(cloud: Cloud) -> None:
+    """Join every other node to the first (``rabbitmqctl join_cluster``)."""
+    first, *others = cloud.info['rabbit_nodes']
+
+    def join(node):
+        rabbitmqctl(cloud, node, 'stop_app')
+        rabbitmqctl(cloud, node, 'join_cluster', first['node'])
+        rabbitmqctl(cloud, node, 'start_app')
+        wait_rabbitmq(cloud, node)
+
+    # one at a time: two nodes joining at once may both ask the first
+    for node in others:
+        join(node)
+
+
+def create_agent_account(cloud: Cloud) -> None:
+    """The agents' account, by the script operators run (on the cluster)."""
+    node = rabbit_node(cloud)
+    env = rabbit_env(cloud, node)
+    env['GPU_AGENT_RABBIT_PASSWORD'] = cloud.info['agent_password']
+    cloud.run('gpu-agent-account', [
+        ACCOUNT_SCRIPT, '--exchange', AGENT_EXCHANGE, AGENT_RABBIT_USER],
+        env)
+
+
+def rabbit_options(info: dict, hostname: str | None = None) -> dict:
+    """``[oslo_messaging_rabbit]`` of a process (empty on one node).
+
+    ``hostname``: the queue manager's name for the process's host
+    (with :data:`HA_RABBIT_OPTIONS`): every process of the cloud runs on
+    this one machine, and the queue manager keeps one counter per
+    (hostname, process name) in /dev/shm, so each service host needs a
+    name of its own (and of its cloud's) or two would build the same reply
+    queue names.
+    """
+    if not info.get('ha'):
+        return {}
+    opts = dict(HA_RABBIT_OPTIONS)
+    opts['hostname'] = queue_manager_prefix(info) + (hostname or 'ctl')
+    return opts
+
+
+def queue_manager_prefix(info: dict) -> str:
+    """What the cloud's queue-manager host names (and files) start with."""
+    return info['rabbit_nodes'][0]['node'].split('@')[0] + '-'
+
+
+def agent_rabbit_options(info: dict, host: str) -> dict:
+    """The agent's ``[oslo_messaging_rabbit]``: TLS, and the cluster's."""
+    opts = rabbit_options(info, host)
+    opts.update(ssl='true',
+                ssl_ca_file=os.path.join(info['tls_dir'], 'ca.pem'))
+    return opts
 
 
 def stop_epmd(cloud: Cloud) -> None:
@@ -973,21 +1258,34 @@ def start_mariadb(cloud: Cloud) -> None:
         conn.close()
 
 
-def start_scheduler(cloud: Cloud, extra_conf: str | None = None) -> None:
-    """nova-scheduler; ``extra_conf`` is one more --config-file."""
+def scheduler_conf(cloud: Cloud, name: str) -> str:
+    """The own configuration file of scheduler service ``name``."""
+    return cloud.conf('nova/%s.conf' % name)
+
+
+def start_scheduler(cloud: Cloud, extra_conf: str | None = None,
+                    name: str = 'nova-scheduler') -> None:
+    """nova-scheduler service ``name``; ``extra_conf``: one more file."""
     # --debug: the scheduler's log says which worker (pid) chose what
     argv = [os.path.join(BIN, 'nova-scheduler'), '--config-file',
             cloud.conf('nova/nova.conf'), '--config-file',
             cloud.conf('nova/controller.conf'), '--debug']
+    if os.path.exists(scheduler_conf(cloud, name)):
+        argv += ['--config-file', scheduler_conf(cloud, name)]
     if extra_conf:
         argv += ['--config-file', extra_conf]
-    cloud.spawn('nova-scheduler', argv, nova_env())
+    cloud.spawn(name, argv, nova_env())
 
 
 def start_agent(cloud: Cloud, host: str) -> None:
+    locks = os.path.join(cloud.host_dir(host), 'locks')
+    os.makedirs(locks, exist_ok=True)
     cloud.spawn('gpu-nova-agent-' + host, [
         os.path.join(BIN, 'gpu-nova-agent'), '--config-file',
-        os.path.join(cloud.host_dir(host), 'gpu-nova-agent.conf')])
+        os.path.join(cloud.host_dir(host), 'gpu-nova-agent.conf')],
+        # oslo.messaging's queue manager takes an external lock
+        # (oslo.concurrency's lock_path defaults to $OSLO_LOCK_PATH)
+        {'OSLO_LOCK_PATH': locks})
 
 
 def children(pid: int) -> list[int]:
@@ -1006,10 +1304,22 @@ def children(pid: int) -> list[int]:
     return sorted(out)
 
 
-def scheduler_workers(cloud: Cloud) -> list[int]:
-    """The nova-scheduler worker processes (children of the parent)."""
-    pid = cloud.pid('nova-scheduler')
-    return children(pid) if pid and cloud.alive('nova-scheduler') else []
+def scheduler_names(cloud: Cloud) -> list[str]:
+    """The cloud's nova-scheduler services (process names)."""
+    return cloud.info.get('schedulers', ['nova-scheduler'])
+
+
+def scheduler_workers(cloud: Cloud, name: str | None = None) -> list[int]:
+    """Worker processes (children of the parent) of service ``name``.
+
+    Without ``name``: every scheduler service's workers.
+    """
+    out = []
+    for service in ([name] if name else scheduler_names(cloud)):
+        pid = cloud.pid(service)
+        if pid and cloud.alive(service):
+            out += children(pid)
+    return sorted(out)
 
 
 def admin_connection(info: dict):
@@ -1071,15 +1381,19 @@ def running(cloud: Cloud) -> bool:
         cloud.alive(n) for n in names)
 
 
-def start(cloud: Cloud) -> Cloud:
-    """Start the cloud unless it runs; stop what is left on failure."""
-    if running(cloud):
+def start(cloud: Cloud, ha: bool = False) -> Cloud:
+    """Start the cloud unless it runs; stop what is left on failure.
+
+    ``ha``: the clustered variant.  A running cloud of the other kind is
+    stopped and started anew.
+    """
+    if running(cloud) and bool(cloud.info.get('ha')) == ha:
         return Cloud(cloud.dir)
     cloud.stop()
     for sub in ('etc', 'data', 'logs', 'hosts'):
         shutil.rmtree(os.path.join(cloud.dir, sub), ignore_errors=True)
     try:
-        Starter(cloud).start()
+        Starter(cloud, ha).start()
     except BaseException:
         cloud.stop()
         raise
@@ -1099,6 +1413,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument('action', choices=('start', 'stop', 'status'))
     parser.add_argument('--dir', help='State directory (default: %s)'
                         % DEFAULT_DIR)
+    parser.add_argument('--ha', action='store_true',
+                        help='start: the clustered control plane (three '
+                             'RabbitMQ nodes, quorum queues, two '
+                             'nova-scheduler services)')
     args = parser.parse_args(argv)
     cloud = Cloud(args.dir)
     with locked(cloud):
@@ -1106,7 +1424,7 @@ def main(argv: list[str] | None = None) -> int:
             print('==> starting the cloud in %s (logs in %s)'
                   % (cloud.dir, cloud.logs), flush=True)
             try:
-                cloud = start(cloud)
+                cloud = start(cloud, args.ha)
             except CloudError as exc:
                 print('cloud start failed: %s' % exc, file=sys.stderr)
                 return 1

@@ -181,28 +181,49 @@ class CloudClient:
         os.replace(tmp, path)
         return time.time()
 
+    # --- the broker --------------------------------------------------------
+
+    def agent_connections(self) -> list[tuple[int, bool]]:
+        """(broker port, TLS?) of every connection of the agents' account.
+
+        Asked of a running node (rabbitmqctl lists the whole cluster's).
+        """
+        node = next((n for n in self.info['rabbit_nodes']
+                     if self.cloud.alive(n['name'])), None)
+        if node is None:
+            raise AssertionError('no RabbitMQ node of the cloud runs')
+        rows = json.loads(devcloud.rabbitmqctl(
+            self.cloud, node, 'list_connections', 'user', 'port', 'ssl',
+            '--formatter', 'json'))
+        return [(r['port'], r['ssl']) for r in rows
+                if r['user'] == devcloud.AGENT_RABBIT_USER]
+
     # --- the scheduler's workers -----------------------------------------
+
+    def scheduler_lines(self):
+        """Every line of every nova-scheduler service's log."""
+        for name in devcloud.scheduler_names(self.cloud):
+            with open(self.cloud.log(name), errors='replace') as f:
+                yield from f
 
     def state_log(self) -> list[tuple[float, int, str]]:
         """(time, worker pid, host) of every GPU state a worker stored."""
         out = []
-        with open(self.cloud.log('nova-scheduler'), errors='replace') as f:
-            for line in f:
-                m = _LOG_LINE.match(line)
-                if m:
-                    out.append((_stamp(m.group(1)), int(m.group(2)),
-                                m.group(4)))
+        for line in self.scheduler_lines():
+            m = _LOG_LINE.match(line)
+            if m:
+                out.append((_stamp(m.group(1)), int(m.group(2)),
+                            m.group(4)))
         return out
 
     def scheduled_by(self) -> dict[str, int]:
         """Instance uuid -> pid of the worker that scheduled it."""
         out = {}
-        with open(self.cloud.log('nova-scheduler'), errors='replace') as f:
-            for line in f:
-                m = _SCHEDULED.match(line)
-                if m:
-                    for uuid in re.findall(r'[0-9a-f-]{36}', m.group(3)):
-                        out[uuid] = int(m.group(2))
+        for line in self.scheduler_lines():
+            m = _SCHEDULED.match(line)
+            if m:
+                for uuid in re.findall(r'[0-9a-f-]{36}', m.group(3)):
+                    out[uuid] = int(m.group(2))
         return out
 
     def workers_holding(self, since: float) -> dict[int, set]:
@@ -214,9 +235,13 @@ class CloudClient:
                 held[pid].add(host)
         return held
 
+    def expected_workers(self) -> int:
+        """Two workers per nova-scheduler service."""
+        return 2 * len(devcloud.scheduler_names(self.cloud))
+
     def all_workers_hold_all(self, since: float) -> bool:
         held = self.workers_holding(since)
-        return len(held) == 2 and all(
+        return len(held) == self.expected_workers() and all(
             hosts >= set(self.info['hosts']) for hosts in held.values())
 
     # --- flavors, made as an operator makes them -------------------------
@@ -289,7 +314,7 @@ class CloudClient:
 
     def wait_until_workers_hold(self, since: float, timeout: float,
                                 probe_every: float = 3.0) -> float:
-        """Wait until both workers stored every host's state after ``since``.
+        """Wait until every worker stored every host's state after ``since``.
 
         Probes while a worker lacks one; returns when (epoch seconds) that
         was seen; fails after ``timeout``.
@@ -301,7 +326,8 @@ class CloudClient:
                 if self.all_workers_hold_all(since):
                     return time.time()
                 held = self.workers_holding(since)
-                if (len(held) < 2 or not all(held.values())) and (
+                if (len(held) < self.expected_workers() or
+                        not all(held.values())) and (
                         time.monotonic() - last_probe > probe_every):
                     last_probe = time.monotonic()
                     self.probe()

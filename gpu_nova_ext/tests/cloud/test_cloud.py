@@ -107,6 +107,21 @@ class CloudTest(testtools.TestCase):
                         {n: self.cloud.alive(n) for n in self.cloud.names()})
         self.assertEqual(2, len(devcloud.scheduler_workers(self.cloud)))
 
+    def test_agents_on_their_own_account_over_tls(self):
+        # doc/source/install.rst, install-agent-account: the agents reach
+        # the broker only as gpu-agent, only on its TLS listener
+        node = devcloud.rabbit_node(self.cloud)
+        conns = self.c.agent_connections()
+        self.assertTrue(conns, 'no connection of the agents\' account')
+        self.assertEqual({(node['tls_port'], True)}, set(conns))
+        conf = os.path.join(self.cloud.host_dir(hosts.PCI_HOST),
+                            'gpu-nova-agent.conf')
+        with open(conf) as f:
+            text = f.read()
+        self.assertNotIn('guest', text)
+        self.assertIn('control_exchange = %s' % devcloud.AGENT_EXCHANGE,
+                      text)
+
     # --- placement of servers --------------------------------------------
 
     def assert_lands(self, name, flavor, host, gpus, cloud_name='admin'):
