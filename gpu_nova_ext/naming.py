@@ -17,6 +17,7 @@ translation, the scheduler plugins and the nova.conf generator all share
 them, so a model is spelled the same everywhere.
 """
 import base64
+import datetime
 import re
 
 import os_traits
@@ -308,3 +309,89 @@ def vendor_from_name(name: str | None) -> str | None:
         return None
     m = _VENDOR_NAME.match(name)
     return m.group(1).lower() if m else None
+
+
+# --- the host's GPU state on the compute node (root) provider --------------
+# design doc: Placement ownership.  What the operator commands need of the
+# agents' state, readable with a clouds.yaml alone: the driver branches the
+# host's GPUs run, which GPUs are not healthy, and when the agent last
+# confirmed it.  Nova keeps these CUSTOM_ traits on the root provider.
+
+HOST_DRIVER_PREFIX = TRAIT_PREFIX + 'HOST_DRIVER_'
+#: a GPU of the host whose driver the agent could not read
+HOST_DRIVER_UNKNOWN = HOST_DRIVER_PREFIX + 'UNKNOWN'
+#: per GPU health state that is not healthy -> its trait prefix
+HEALTH_PREFIXES = {'degraded': TRAIT_PREFIX + 'DEGRADED_',
+                   'unhealthy': TRAIT_PREFIX + 'UNHEALTHY_'}
+HOST_REPORTED_PREFIX = TRAIT_PREFIX + 'HOST_REPORTED_'
+#: the agent renews its reported stamp when the host's state changes and
+#: at least this often when it does not (one root trait write an hour per
+#: host says the agent is alive); readers call a stamp older than twice
+#: this stale
+HOST_REPORTED_REFRESH = datetime.timedelta(hours=1)
+_STAMP_FORMAT = '%Y%m%dT%H%MZ'
+_SLUG_RE = re.compile(r'^([0-9A-F]{4})_([0-9A-F]{2})_([0-9A-F]{2})_([0-7])$')
+
+
+def host_driver_trait(driver_version: str | None) -> str:
+    """``"550.54.15"`` -> ``CUSTOM_GPU_HOST_DRIVER_550``; None -> UNKNOWN."""
+    if not driver_version:
+        return HOST_DRIVER_UNKNOWN
+    return _custom('HOST_DRIVER', driver_version.split('.')[0])
+
+
+def host_driver_branch(trait: str) -> str | None:
+    """The branch of a host driver trait; None for any other trait.
+
+    ``UNKNOWN`` for :data:`HOST_DRIVER_UNKNOWN`.
+    """
+    if not trait.startswith(HOST_DRIVER_PREFIX):
+        return None
+    return trait[len(HOST_DRIVER_PREFIX):].lower() or None
+
+
+def gpu_health_trait(state: str, pci_address: str) -> str | None:
+    """``CUSTOM_GPU_UNHEALTHY_0000_3B_00_0``; None for a healthy GPU."""
+    prefix = HEALTH_PREFIXES.get(state)
+    if prefix is None:
+        return None
+    slug = re.sub(r'[:.]', '_', normalize_pci_address(pci_address).upper())
+    return prefix + slug
+
+
+def gpu_health(trait: str) -> tuple[str, str] | None:
+    """(state, PCI address) of a GPU health trait; None for any other."""
+    for state, prefix in HEALTH_PREFIXES.items():
+        if trait.startswith(prefix):
+            m = _SLUG_RE.match(trait[len(prefix):])
+            if m:
+                return state, '%s:%s:%s.%s' % tuple(
+                    p.lower() for p in m.groups())
+    return None
+
+
+def host_reported_trait(when: datetime.datetime) -> str:
+    """``CUSTOM_GPU_HOST_REPORTED_20261203T1655Z`` of a UTC datetime.
+
+    Minute precision: the trait names a time, Placement has no time of its
+    own on a provider or a trait.
+    """
+    return HOST_REPORTED_PREFIX + when.strftime(_STAMP_FORMAT)
+
+
+def host_reported_at(trait: str) -> datetime.datetime | None:
+    """The UTC datetime a host reported trait names; None for others."""
+    if not trait.startswith(HOST_REPORTED_PREFIX):
+        return None
+    try:
+        return datetime.datetime.strptime(
+            trait[len(HOST_REPORTED_PREFIX):], _STAMP_FORMAT).replace(
+                tzinfo=datetime.timezone.utc)
+    except ValueError:
+        return None
+
+
+def is_host_state(trait: str) -> bool:
+    """True for the traits that publish a host's GPU state on its root."""
+    return (trait.startswith((HOST_DRIVER_PREFIX, HOST_REPORTED_PREFIX))
+            or gpu_health(trait) is not None)

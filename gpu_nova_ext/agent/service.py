@@ -32,8 +32,9 @@ Signals: SIGHUP runs both steps at once; SIGTERM / SIGINT exit within a
 second or two, whatever the steps are doing (retry waits are cut short, a
 request in flight is abandoned).  A failing step is logged and retried at
 the next interval; the agent never exits because of one.  A scheduler
-asking for state (``resend_gpu_state``) and a health change get the state
-cast at once.
+asking for state (``resend_gpu_state``) gets the state cast at once; a
+health change runs both steps at once (the state is cast first, then
+Placement gets the root's health traits, design doc: Placement ownership).
 """
 from collections.abc import Callable
 import contextlib
@@ -247,11 +248,10 @@ class AgentService:
         self._wake.set()
 
     def _on_health_change(self) -> None:
-        if self.conf.agent.mode == 'inventory':
-            # reserved follows health in our own providers
-            self.trigger()
-        else:
-            self.request_resend()
+        # a full cycle: the state is cast at once (before Placement), then
+        # the root's CUSTOM_GPU_UNHEALTHY_* traits (and in inventory mode
+        # the reserved of our own providers) follow
+        self.trigger()
 
     def stop(self) -> None:
         """Stop the daemon loop (SIGTERM); safe from any thread."""

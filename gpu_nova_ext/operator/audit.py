@@ -26,13 +26,21 @@ one physical GPU (one per SR-IOV VF); the state payload's
 ``provider_uuids`` join them exactly, and without it providers of one host
 are grouped by PCI domain and bus (a data-centre GPU sits alone on its
 bus behind a switch port).
+
+The GPU state (health, driver) of a host comes from its agent's live
+payload or, read from Placement, from the ``CUSTOM_GPU_HOST_*`` traits the
+agent keeps on the compute node provider
+(:func:`gpu_nova_ext.operator.live_state.placement_states`); each GPU and
+``state_sources`` say which, and how old.
 """
 import collections
 import dataclasses
+import datetime
 import re
 from typing import Any
 
 from gpu_nova_ext import naming
+from gpu_nova_ext.operator import live_state
 from gpu_nova_ext.operator import resource_classes
 
 GPU_RESOURCE_CLASSES = ('VGPU', 'PGPU')
@@ -83,8 +91,12 @@ class GpuView:
     total: int = 0
     used: int = 0
     reserved: int = 0
-    health: str | None = None   # None: no live state
+    health: str | None = None   # None: no state
     reasons: list[str] = dataclasses.field(default_factory=list)
+    # where health and driver came from: agent | placement | None
+    source: str | None = None
+    # placement: when the agent last confirmed it (UTC, ISO 8601)
+    as_of: str | None = None
     # the traits of its providers, together
     traits: list[str] = dataclasses.field(default_factory=list)
 
@@ -107,6 +119,9 @@ class AuditReport:
     # GPU hosts in Placement none of whose GPUs has live state: the
     # scheduler's missing_state_policy decides for them
     hosts_without_state: list[str] = dataclasses.field(default_factory=list)
+    # host -> {source, reported_at, age_s, stale}: where its state came from
+    state_sources: dict[str, dict[str, Any]] = dataclasses.field(
+        default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         def gpu(g):
@@ -123,6 +138,7 @@ class AuditReport:
             'reserved': [gpu(g) for g in self.reserved],
             'hosts_with_state': self.hosts_with_state,
             'hosts_without_state': self.hosts_without_state,
+            'state_sources': self.state_sources,
             'notes': self.notes,
         }
 
@@ -132,8 +148,9 @@ class AuditReport:
 def collect(client) -> list[ProviderView]:
     """Read the providers, with traits, inventories and usages of GPUs.
 
-    Traits and inventories are read for non-root providers only (GPUs
-    live in child providers), usages for the GPU providers.
+    Traits are read for every provider (the roots carry the agents'
+    ``CUSTOM_GPU_HOST_*`` state), inventories for non-root providers only
+    (GPUs live in child providers), usages for the GPU providers.
 
     ``client`` has ``get(path, version=...) -> dict`` (a
     :class:`gpu_nova_ext.placement.client.PlacementClient`).
@@ -146,9 +163,9 @@ def collect(client) -> list[ProviderView]:
                             or rp['uuid'],
                             parent_uuid=rp.get('parent_provider_uuid'))
         base = '/resource_providers/%s' % rp['uuid']
+        view.traits = client.get(base + '/traits',
+                                 version=PROVIDERS_VERSION)['traits']
         if view.parent_uuid:
-            view.traits = client.get(base + '/traits',
-                                     version=PROVIDERS_VERSION)['traits']
             inv = client.get(base + '/inventories',
                              version=PROVIDERS_VERSION)['inventories']
             view.inventories = {
@@ -253,7 +270,8 @@ def build_report(providers: list[ProviderView],
     """The audit of a cluster.  No I/O.
 
     From what :func:`collect` read and the live state payloads by host
-    (design doc: State protocol).
+    (design doc: State protocol), or the payloads read from Placement
+    (``source`` ``placement``).
     """
     states = states or {}
     by_uuid = {p.uuid: p for p in providers}
@@ -296,6 +314,9 @@ def build_report(providers: list[ProviderView],
         if sgpu:
             view.health = sgpu.get('health', {}).get('state')
             view.reasons = list(sgpu.get('health', {}).get('reasons', []))
+            payload = states.get(state_by_provider[views[0].uuid][0], {})
+            view.source = payload.get('source', 'agent')
+            view.as_of = payload.get('reported_at')
         gpus.append(view)
     gpus.sort(key=lambda g: (g.host, g.address or '', g.model))
 
@@ -334,12 +355,32 @@ def build_report(providers: list[ProviderView],
     if hosts_without:
         notes.append('no driver known for %s (no CUSTOM_GPU_DRIVER_* trait '
                      'and no live state).' % ', '.join(hosts_without))
-    with_state = sorted(states)
-    live = {g.host for g in gpus if g.health is not None}
-    without_state = sorted({g.host for g in gpus} - live) if states else []
+    sources = {host: {'source': p.get('source', 'agent'),
+                      'reported_at': p.get('reported_at'),
+                      'age_s': p.get('age_s'), 'stale': p.get('stale', False)}
+               for host, p in sorted(states.items())}
+    agents = {h for h, p in sources.items() if p['source'] == 'agent'}
+    with_state = sorted(agents)
+    live = {g.host for g in gpus if g.health is not None
+            and g.host in agents}
+    without_state = sorted({g.host for g in gpus} - live) if agents else []
+    unknown = sorted({g.host for g in gpus if g.health is None})
     if not states:
-        notes.append('no live GPU state: health is unknown (use '
-                     '--state-wait with the schedulers\' transport_url).')
+        notes.append('no live GPU state and none published in Placement: '
+                     'health is unknown (no agent keeps '
+                     'CUSTOM_GPU_HOST_REPORTED_* on its compute node '
+                     'provider: upgrade gpu-nova-agent; or use --state-wait '
+                     'with the schedulers\' transport_url).')
+    elif unknown:
+        notes.append('no GPU state for %s: health unknown (is gpu-nova-agent '
+                     'running there?).' % ', '.join(unknown))
+    stale = sorted(h for h, p in sources.items() if p['stale'])
+    if stale:
+        notes.append('stale GPU state in Placement for %s: the agent has '
+                     'not confirmed it for over %d h (is gpu-nova-agent '
+                     'running there?).' % (', '.join(stale),
+                                           live_state.STALE_AFTER /
+                                           datetime.timedelta(hours=1)))
     return AuditReport(
         gpus=gpus, groups=list(groups.values()),
         driver_branches=dict(branches), reference_branch=reference,
@@ -347,7 +388,7 @@ def build_report(providers: list[ProviderView],
         unhealthy=[g for g in gpus if g.health == 'unhealthy'],
         reserved=[g for g in gpus if g.reserved > 0],
         hosts_with_state=with_state, notes=notes,
-        hosts_without_state=without_state)
+        hosts_without_state=without_state, state_sources=sources)
 
 
 def _branch_key(branch: str):

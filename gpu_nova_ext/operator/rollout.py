@@ -19,10 +19,12 @@ Pure functions of an :class:`~gpu_nova_ext.operator.audit.AuditReport`
 """
 import collections
 import dataclasses
+import datetime
 import math
 
 from gpu_nova_ext import naming
 from gpu_nova_ext.operator import audit
+from gpu_nova_ext.operator import live_state
 
 
 def branch(driver: str | None) -> str | None:
@@ -137,11 +139,15 @@ class UndrainCheck:
 
 
 def undrain_check(providers: list[audit.ProviderView], state: dict | None,
-                  host: str, expected: str) -> UndrainCheck:
+                  host: str, expected: str, live: bool = False
+                  ) -> UndrainCheck:
     """Whether every GPU of ``host`` runs driver branch ``expected``.
 
-    The driver a GPU runs is the one in its agent's live ``state`` (what
-    NVML or sysfs read on the host), not Placement's trait: on the
+    The driver a GPU runs is the one in its agent's ``state`` (what NVML
+    or sysfs read on the host: the live payload, or the host's
+    ``CUSTOM_GPU_HOST_DRIVER_*`` traits the agent keeps on the compute
+    node provider, :func:`live_state.placement_states`, refused when
+    stale), not the GPU providers' driver trait: on the
     PCI-in-Placement providers of passthrough and vendor-VFIO hosts that
     trait is a tag of the ``[pci] device_spec`` which ``gpu-nova-ext
     nova-conf`` generated, and it changes only when the drop-in is
@@ -150,6 +156,9 @@ def undrain_check(providers: list[audit.ProviderView], state: dict | None,
     rewrites it at its next cycle.  Both must say ``expected`` before the
     host takes servers again: flavors with ``gpu:driver`` select by the
     trait.
+
+    :param live: ``state`` was listened for on the message bus (else read
+        from Placement): what a missing state means.
     """
     report = audit.build_report(providers, {host: state} if state else {})
     gpus = [g for g in report.gpus if g.host == host]
@@ -160,19 +169,31 @@ def undrain_check(providers: list[audit.ProviderView], state: dict | None,
         return UndrainCheck(['no GPU of %s in Placement' % host],
                             ['check the host name (nova-compute\'s) and '
                              'that gpu-nova-agent runs there'])
-    if state is None:
+    if state is None and live:
         return UndrainCheck(
             ['no live GPU state from gpu-nova-agent on %s, so the driver '
              'its GPUs run is unknown' % host],
             ['start gpu-nova-agent on %s (it casts its state at start); '
              'check that this command\'s transport_url is the '
              'schedulers\', or give it more --state-wait' % host])
-    running = {g['pci_address']: g.get('driver_version')
-               for g in state.get('gpus', [])}
-    old = sorted(a for a, d in running.items() if branch(d) != expected)
-    for address in old:
-        problems.append('GPU %s runs %s' % (
-            address, running[address] or 'an unknown driver'))
+    if state is None:
+        return UndrainCheck(
+            ['no GPU state that gpu-nova-agent on %s published in '
+             'Placement, so the driver its GPUs run is unknown' % host],
+            ['start (or upgrade) gpu-nova-agent on %s: at each cycle it '
+             'keeps its state on the compute node provider '
+             '(CUSTOM_GPU_HOST_*); or give --state-wait with a '
+             '--config-file whose transport_url is the schedulers\'' % host])
+    if state.get('stale'):
+        return UndrainCheck(
+            ['the GPU state gpu-nova-agent on %s published is stale (%s)'
+             % (host, live_state.describe(state))],
+            ['check that gpu-nova-agent runs on %s and reaches Placement '
+             '(it confirms its state at least every %d min)' % (
+                 host, naming.HOST_REPORTED_REFRESH
+                 // datetime.timedelta(minutes=1))])
+    old, lags = driver_lags(state, expected)
+    problems.extend(lags)
     if old:
         todo.append('install driver branch %s on %s and load it (a reboot '
                     'once the host holds no server: drain --all-servers), '
@@ -199,6 +220,25 @@ def undrain_check(providers: list[audit.ProviderView], state: dict | None,
                     'report_interval), which rewrites the driver trait, or '
                     'run gpu-nova-ext report --once there' % host)
     return UndrainCheck(problems, todo)
+
+
+def driver_lags(state: dict, expected: str) -> tuple[list[str], list[str]]:
+    """(addresses, lines): the GPUs of ``state`` not on branch ``expected``.
+
+    Read from Placement, a host whose GPUs run several branches has no
+    driver per GPU: one line names the branches, and every GPU lags.
+    """
+    gpus = state.get('gpus', [])
+    branches = state.get('driver_branches') or []
+    if live_state.source_of(state) == live_state.PLACEMENT and (
+            len(branches) > 1):
+        return (sorted(g['pci_address'] for g in gpus),
+                ['its GPUs run driver branches %s (%s)' % (
+                    ', '.join(branches), live_state.describe(state))])
+    running = {g['pci_address']: g.get('driver_version') for g in gpus}
+    old = sorted(a for a, d in running.items() if branch(d) != expected)
+    return old, ['GPU %s runs %s' % (a, running[a] or 'an unknown driver')
+                 for a in old]
 
 
 def _is_pci_provider(name: str, host: str) -> bool:

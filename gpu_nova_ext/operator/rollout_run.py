@@ -230,19 +230,18 @@ def _named(out: collections.Counter) -> str:
 
 
 def agent_lags(state: dict | None, host: str, target: str) -> list[str]:
-    """What the agent's live state of ``host`` says is not ready yet.
+    """What the agent's state of ``host`` says is not ready yet.
 
     Each GPU not on branch ``target`` (as :func:`rollout.undrain_check`
-    says it) and each one not healthy; no state at all.
+    says it) and each one not healthy; no state at all, or a stale one
+    (live or from Placement: :func:`live_state.gpu_states`).
     """
     if state is None:
-        return ['no live GPU state from gpu-nova-agent on %s yet' % host]
-    return ['GPU %s runs %s' % (g.get('pci_address'),
-                                g.get('driver_version') or
-                                'an unknown driver')
-            for g in state.get('gpus', [])
-            if rollout.branch(g.get('driver_version')) != target
-            ] + health_problems(state)
+        return ['no GPU state from gpu-nova-agent on %s yet' % host]
+    if state.get('stale'):
+        return ['the GPU state of %s is stale (%s)' % (
+            host, live_state.describe(state))]
+    return rollout.driver_lags(state, target)[1] + health_problems(state)
 
 
 def health_problems(state: dict) -> list[str]:
@@ -338,7 +337,9 @@ class Cloud:
 
     ``conn`` an openstacksdk connection, ``placement`` a PlacementClient;
     the agents' state is heard for ``state_wait`` seconds on ``conf``'s
-    transport_url (:func:`live_state.live_states`).
+    transport_url where it has one, else read from the agents' traits in
+    Placement (:func:`live_state.gpu_states`; :attr:`source` says which,
+    in the run's first line).
     """
 
     def __init__(self, conf, conn, placement, state_wait: float):
@@ -346,14 +347,28 @@ class Cloud:
         self.conn = conn
         self.placement = placement
         self.state_wait = state_wait
+        #: whether the agents' live state is heard (else Placement's)
+        self.live = live_state.is_live(conf, state_wait)
 
-    def states(self) -> dict[str, dict]:
-        return live_state.live_states(self.conf, self.state_wait)
+    @property
+    def source(self) -> str:
+        """Where the agents' state comes from, for the run's first line."""
+        if self.live:
+            return ("the agents' live state (%g s on transport_url)"
+                    % self.state_wait)
+        return ("the agents' CUSTOM_GPU_HOST_* traits in Placement (no "
+                "transport_url)")
+
+    def states(self, providers: list[audit.ProviderView] | None = None
+               ) -> dict[str, dict]:
+        if providers is None:
+            providers = audit.collect(self.placement)
+        return live_state.gpu_states(self.conf, self.state_wait, providers)
 
     def view(self) -> tuple[audit.AuditReport, set[str]]:
         """(the audit with health, the hosts whose nova-compute is out)."""
-        report = audit.build_report(audit.collect(self.placement),
-                                    self.states())
+        providers = audit.collect(self.placement)
+        report = audit.build_report(providers, self.states(providers))
         out = {s.host for s in nova_actions.call(
             self.conn, 'services', binary=nova_actions.COMPUTE_BINARY)
             if s.status == 'disabled' or not nova_actions.service_up(s)}
@@ -377,17 +392,20 @@ class Cloud:
         """What keeps each host from being undrained (empty: nothing).
 
         As ``openstack gpu host undrain`` decides (agent state and
-        Placement's driver traits), and every GPU healthy.  Placement is
-        read only once an agent says its GPUs run ``target``, healthy:
-        not at every look during a host's reboot.
+        Placement's driver traits), and every GPU healthy.  With the live
+        state, Placement is read only once an agent says its GPUs run
+        ``target``, healthy: not at every look during a host's reboot;
+        without, every look reads it (the state is there).
         """
-        states = self.states()
+        providers = None if self.live else audit.collect(self.placement)
+        states = self.states(providers or [])
         out = {h: agent_lags(states.get(h), h, target) for h in hosts}
         agreed = [h for h in hosts if not out[h]]
-        providers = audit.collect(self.placement) if agreed else []
+        if providers is None:
+            providers = audit.collect(self.placement) if agreed else []
         for host in agreed:
             check = rollout.undrain_check(providers, states[host], host,
-                                          target)
+                                          target, live=self.live)
             out[host] = check.problems + (
                 ['still to do: %s' % '; '.join(check.todo)]
                 if check.todo else [])
@@ -436,6 +454,7 @@ class Runner:
         """Every wave; raises GpuNovaExtException at the first failure."""
         for p in self.state.hosts.values():
             p.failed = None
+        self.say('GPU state from %s' % self.cloud.source)
         total = len(self.state.waves)
         for n, wave in enumerate(self.state.waves, 1):
             todo = [h for h in wave.hosts

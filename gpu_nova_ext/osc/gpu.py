@@ -11,7 +11,8 @@
 # under the License.
 
 """``openstack gpu list`` / ``gpu show``: every GPU of the cloud, as
-Placement holds it (and, with ``--state-wait``, as the agents report it).
+Placement holds it, with the health and driver the agents publish there
+(or, with ``--state-wait`` and a transport_url, as the agents cast it).
 
 One row per physical GPU (its providers joined, as ``openstack gpu audit``
 joins them: :func:`gpu_nova_ext.operator.audit.build_report`); the servers
@@ -30,7 +31,8 @@ from gpu_nova_ext.osc import command
 
 #: the columns of gpu list (and the keys of -f json), in order
 COLUMNS = ('Host', 'Address', 'Model', 'Mode', 'Memory', 'Driver',
-           'Capacity', 'Used', 'Reserved For', 'Health', 'Servers')
+           'Capacity', 'Used', 'Reserved For', 'Health', 'State From',
+           'Servers')
 #: what --long adds, and what gpu show shows besides
 LONG_COLUMNS = ('Vendor', 'Inventory Reserved', 'Traits', 'Providers',
                 'Health Reasons')
@@ -50,14 +52,27 @@ def reserved_for(traits) -> list[str]:
     return sorted(p for p in map(naming.reservation_project, traits) if p)
 
 
-def row(gpu: audit.GpuView, servers: list[str]) -> dict:
+def state_from(gpu: audit.GpuView, sources: dict[str, dict]) -> str | None:
+    """``agent`` (live), ``placement, 5 min old`` or None (no state)."""
+    if gpu.source is None:
+        return None
+    if gpu.source == live_state.AGENT:
+        return 'agent'
+    src = sources.get(gpu.host) or {}
+    return 'placement, %s old%s' % (live_state.age(src.get('age_s') or 0),
+                                    ', stale' if src.get('stale') else '')
+
+
+def row(gpu: audit.GpuView, servers: list[str],
+        sources: dict[str, dict] | None = None) -> dict:
     return {
         'Host': gpu.host, 'Address': gpu.address, 'Model': gpu.model,
         'Mode': gpu.mode, 'Memory': memory_of(gpu.traits),
         'Driver': gpu.driver, 'Capacity': gpu.total, 'Used': gpu.used,
         'Reserved For': format_columns.ListColumn(reserved_for(gpu.traits)),
-        # None: no live state heard (no --state-wait)
+        # None: no state (neither published in Placement nor heard)
         'Health': gpu.health,
+        'State From': state_from(gpu, sources or {}),
         'Servers': format_columns.ListColumn(servers),
         'Vendor': gpu.vendor, 'Inventory Reserved': gpu.reserved,
         'Traits': format_columns.ListColumn(gpu.traits),
@@ -77,22 +92,25 @@ def add_state_args(parser) -> None:
         '--state-wait', type=float, default=0.0, metavar='<seconds>',
         help="Listen this long for the agents' GPU state (health, driver "
              "version) on the schedulers' transport_url of --config-file "
-             '(0, the default: Placement only, health unknown; at most '
+             "(0, the default: the state the agents publish in Placement, "
+             "CUSTOM_GPU_HOST_* traits on each compute node; at most "
              '%d).' % live_state.MAX_STATE_WAIT)
     command.add_config_arg(parser)
 
 
 def read_report(client, parsed_args) -> audit.AuditReport:
-    """The audit of the cloud, with the live state when asked for."""
+    """The audit of the cloud, with the agents' state.
+
+    From Placement, or live where asked for (``live_state.gpu_states``).
+    """
     wait = live_state.check_state_wait(parsed_args.state_wait)
     conf = client.load_conf(parsed_args.config_file)
     providers = audit.collect(client.placement)
-    states = {}
     if wait:
         # native threads for oslo.messaging, as gpu-nova-ext's own
         common.use_native_threads()
-        states = live_state.live_states(conf, wait)
-    return audit.build_report(providers, states)
+    return audit.build_report(
+        providers, live_state.gpu_states(conf, wait, providers))
 
 
 class ListGpu(command.Lister):
@@ -104,8 +122,7 @@ class ListGpu(command.Lister):
                             help='Only the GPUs of this compute host.')
         command.add_scope_args(parser, 'the GPUs')
         parser.add_argument('--unhealthy', action='store_true',
-                            help='Only GPUs the agents report unhealthy '
-                                 '(needs --state-wait).')
+                            help='Only GPUs the agents report unhealthy.')
         parser.add_argument('--long', action='store_true',
                             help='Also the vendor, the reserved inventory, '
                                  'the traits, providers and health '
@@ -115,16 +132,11 @@ class ListGpu(command.Lister):
 
     def take_action(self, parsed_args):
         client = self.app.client_manager.gpu
-        if parsed_args.unhealthy and not parsed_args.state_wait:
-            raise exception.InvalidArgument(
-                argument='--unhealthy', value='without --state-wait',
-                reason='health comes from the agents: add --state-wait '
-                       'SECONDS (and --config-file with the schedulers\' '
-                       'transport_url)')
         hosts = (nova_actions.aggregate_hosts(client.conn,
                                               parsed_args.aggregate)
                  if parsed_args.aggregate else None)
-        gpus = read_report(client, parsed_args).gpus
+        report = read_report(client, parsed_args)
+        gpus = report.gpus
         if parsed_args.host:
             if not any(g.host == parsed_args.host for g in gpus):
                 # the host may be in Placement without GPUs
@@ -146,7 +158,8 @@ class ListGpu(command.Lister):
         if parsed_args.unhealthy:
             gpus = [g for g in gpus if g.health == 'unhealthy']
         columns = COLUMNS + (LONG_COLUMNS if parsed_args.long else ())
-        rows = [row(g, servers_on(client.placement, g)) for g in gpus]
+        rows = [row(g, servers_on(client.placement, g),
+                    report.state_sources) for g in gpus]
         return columns, [tuple(r[c] for c in columns) for r in rows]
 
 
@@ -170,7 +183,8 @@ class ShowGpu(command.ShowOne):
             raise exception.InvalidArgument(
                 argument='<address>', value=parsed_args.address,
                 reason=str(exc))
-        gpus = read_report(client, parsed_args).gpus
+        report = read_report(client, parsed_args)
+        gpus = report.gpus
         on_host = [g for g in gpus if g.host == parsed_args.host]
         if not on_host:
             gpu_consumers.host_root(client.placement, parsed_args.host)
@@ -184,6 +198,7 @@ class ShowGpu(command.ShowOne):
                            parsed_args.host, ', '.join(
                                g.address or '?' for g in on_host) or 'none',
                            parsed_args.host))
-        data = row(found[0], servers_on(client.placement, found[0]))
+        data = row(found[0], servers_on(client.placement, found[0]),
+                   report.state_sources)
         columns = COLUMNS + LONG_COLUMNS
         return columns, tuple(data[c] for c in columns)

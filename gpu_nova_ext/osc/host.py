@@ -111,10 +111,12 @@ class UndrainHost(_HostCommand):
     """Re-enable a drained GPU host once it runs the expected driver.
 
     Only when every GPU of HOST runs driver branch BRANCH, as its
-    gpu-nova-agent reads it (the live GPU state, heard on transport_url of
-    --config-file), and Placement's CUSTOM_GPU_DRIVER_<BRANCH> traits say
-    so too.  Otherwise it names each GPU that lags and what still has to
-    change, and exits 2.
+    gpu-nova-agent reads it, and Placement's CUSTOM_GPU_DRIVER_<BRANCH>
+    traits say so too.  What the agent reads comes from the traits it
+    keeps on the compute node provider (CUSTOM_GPU_HOST_DRIVER_<BRANCH>,
+    refused when older than two hours): a clouds.yaml is enough; with a
+    transport_url in --config-file, from its live GPU state.  Otherwise
+    it names each GPU that lags and what still has to change, and exits 2.
     """
 
     def get_parser(self, prog_name):
@@ -125,8 +127,10 @@ class UndrainHost(_HostCommand):
                                  '(550.54.15) every GPU must run.')
         parser.add_argument(
             '--state-wait', type=float, default=None, metavar='<seconds>',
-            help="Listen this long for the agents' GPU state (default: "
-                 '[remediation] state_wait).')
+            help="Listen this long for the agents' GPU state on the "
+                 "transport_url of --config-file (default: [remediation] "
+                 "state_wait); without a transport_url the state comes "
+                 "from the agents' traits in Placement.")
         return parser
 
     def take_action(self, parsed_args):
@@ -136,10 +140,10 @@ class UndrainHost(_HostCommand):
         expected = rollout.branch(args.expect_driver)
         wait = (conf.remediation.state_wait if args.state_wait is None
                 else live_state.check_state_wait(args.state_wait))
-        states = live_state.live_states(conf, wait)
-        check = rollout.undrain_check(audit.collect(client.placement),
-                                      states.get(args.host), args.host,
-                                      expected)
+        providers = audit.collect(client.placement)
+        state = live_state.gpu_states(conf, wait, providers).get(args.host)
+        check = rollout.undrain_check(providers, state, args.host, expected,
+                                      live=live_state.is_live(conf, wait))
         if check.problems:
             raise exception.UndrainRefused(
                 host=args.host, reason='expected driver branch %s, but %s'
@@ -149,7 +153,8 @@ class UndrainHost(_HostCommand):
                             for n, step in enumerate(check.todo, 1)))
         nova_actions.set_service_status(conn, args.host, enabled=True)
         self.say('enabled nova-compute on %s (was %s%s): every GPU runs '
-                 'driver branch %s (agent state and Placement)' % (
+                 'driver branch %s (%s and Placement)' % (
                      args.host, service.status,
                      ': %s' % service.disabled_reason
-                     if service.disabled_reason else '', expected))
+                     if service.disabled_reason else '', expected,
+                     live_state.describe(state)))

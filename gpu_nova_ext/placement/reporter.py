@@ -38,6 +38,7 @@ answer is not what the Placement API documents is logged (request id and
 body excerpt) and skipped for this cycle.
 """
 import dataclasses
+import datetime
 import urllib.parse
 
 from oslo_log import log as logging
@@ -110,6 +111,8 @@ class Reporter(writes.ProviderWrites):
         self._reserved: dict[str, frozenset[str]] = {}
         #: log each change at INFO (the daemon); the CLI prints them itself
         self.log_changes = True
+        #: the UTC time of a cycle (the root's reported stamp)
+        self.now = lambda: datetime.datetime.now(datetime.timezone.utc)
 
     # -- the compute node provider -----------------------------------------
 
@@ -382,11 +385,13 @@ class Reporter(writes.ProviderWrites):
                    skipped):
         # Skipped providers stay in ``existing`` (their traits unknown):
         # their GPU still has a provider, we just do not write it.
+        now = self.now()
+
         def run():
             return translation.translate(
                 inventory, nodename=nodename, root_uuid=root_uuid,
                 existing=existing, mode=self.mode,
-                reserved_gpus=self.reserved_gpus)
+                reserved_gpus=self.reserved_gpus, now=now)
 
         desired = run()
         if desired.need_usage:

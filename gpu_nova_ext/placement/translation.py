@@ -24,6 +24,12 @@ the difference.  The ownership rules are design doc: Placement ownership:
   ``[pci] device_spec``.  The root gets ``CUSTOM_GPU_HOST`` and the traits
   of the GPUs that no provider represents (legacy ``pci_passthrough:alias``
   GPUs), so ``trait:CUSTOM_GPU_MODEL_...=required`` works for them too.
+  It also carries the host's GPU state for the operator commands
+  (:func:`host_state_traits`): ``CUSTOM_GPU_HOST_DRIVER_<BRANCH>`` per
+  driver branch its GPUs run, ``CUSTOM_GPU_UNHEALTHY_<address>`` /
+  ``CUSTOM_GPU_DEGRADED_<address>`` per GPU not healthy, and
+  ``CUSTOM_GPU_HOST_REPORTED_<UTC minute>``, when the agent last
+  confirmed them.
 * ``inventory``: additionally one provider of our own per passthrough GPU
   that no Nova provider represents, ``<nodename>_gpu_<address>``, with
   ``CUSTOM_GPU_OWNER_GPU_NOVA_EXT``, the GPU's traits and one unit of
@@ -36,6 +42,7 @@ has one) is added next to ours; it is removed only from our own providers,
 since on Nova's providers we remove nothing outside our prefix.
 """
 import dataclasses
+import datetime
 from collections.abc import Iterable, Mapping
 
 from gpu_nova_ext.inventory import base
@@ -137,6 +144,37 @@ def gpu_traits(gpu: base.Gpu, mode: str | None = None) -> frozenset[str]:
     return frozenset(traits)
 
 
+def host_state_traits(gpus: Iterable[base.Gpu],
+                      current: Iterable[str] | None,
+                      now: datetime.datetime) -> frozenset[str]:
+    """The root provider's traits of the host's GPU state.
+
+    Design doc: Placement ownership.  ``current`` is the root's trait set
+    as read (None: unknown); its reported stamp is kept while the rest is
+    unchanged and younger than :data:`naming.HOST_REPORTED_REFRESH`, so a
+    cycle where nothing changed writes nothing.  No GPU: no trait.
+    """
+    gpus = list(gpus)
+    if not gpus:
+        return frozenset()
+    state = {naming.host_driver_trait(g.driver_version) for g in gpus}
+    state.update(t for t in (naming.gpu_health_trait(g.health.state,
+                                                     g.pci_address)
+                             for g in gpus) if t)
+    current = frozenset(current or ())
+    stamps = sorted(
+        (at, t) for t in current
+        if (at := naming.host_reported_at(t)) is not None)
+    same = {t for t in current if naming.is_host_state(t)
+            and naming.host_reported_at(t) is None} == state
+    if (same and len(stamps) == 1
+            and now - naming.HOST_REPORTED_REFRESH < stamps[0][0] <= now):
+        stamp = stamps[0][1]
+    else:
+        stamp = naming.host_reported_trait(now)
+    return frozenset(state | {stamp})
+
+
 def own_resource_class(gpu: base.Gpu) -> str | None:
     """``CUSTOM_GPU_<MODEL>`` of a GPU, None when the model is unknown."""
     return naming.model_resource_class(gpu.model) if gpu.model else None
@@ -221,7 +259,8 @@ def _is_ours(p: ExistingProvider) -> bool:
 def translate(inventory: base.HostInventory, *, nodename: str,
               root_uuid: str, existing: Iterable[ExistingProvider],
               mode: str = ANNOTATE,
-              reserved_gpus: Iterable[str] = ()) -> Desired:
+              reserved_gpus: Iterable[str] = (),
+              now: datetime.datetime | None = None) -> Desired:
     """Compute the desired state of this host's providers.
 
     :param inventory: this host's GPUs.
@@ -232,6 +271,8 @@ def translate(inventory: base.HostInventory, *, nodename: str,
     :param mode: ``annotate`` or ``inventory`` (``[agent] mode``).
     :param reserved_gpus: normalized PCI addresses to keep reserved
         (inventory mode).
+    :param now: the UTC time of the cycle (the reported stamp); default
+        the clock's.
     """
     if mode not in MODES:
         raise ValueError('unknown agent mode %r' % mode)
@@ -269,6 +310,9 @@ def translate(inventory: base.HostInventory, *, nodename: str,
         out.gpu_providers[gpu.pci_address] = names
 
     root = next((p for p in existing if p.uuid == root_uuid), None)
+    root_traits.update(host_state_traits(
+        inventory.gpus, root.traits if root else None,
+        now or datetime.datetime.now(datetime.timezone.utc)))
     out.providers.append(DesiredProvider(
         name=root.name if root else nodename, kind=KIND_ROOT,
         uuid=root_uuid, traits=frozenset(root_traits)))

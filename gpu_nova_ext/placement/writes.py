@@ -27,6 +27,7 @@ import dataclasses
 from oslo_log import log as logging
 
 from gpu_nova_ext import exception
+from gpu_nova_ext import naming
 from gpu_nova_ext.placement import client as pclient
 from gpu_nova_ext.placement import translation
 
@@ -139,6 +140,29 @@ class ProviderWrites:
             except (KeyError, TypeError, ValueError) as exc:
                 self._states.pop(p.uuid, None)
                 raise self._invalid('PUT', path, body, exc)
+        for trait in removed:
+            if naming.host_reported_at(trait) is not None:
+                self._forget_trait(trait)
+
+    def _forget_trait(self, trait: str) -> None:
+        """Delete a replaced reported stamp from Placement's trait list.
+
+        Each stamp names a minute: without this the trait list would grow
+        by one trait per host and hour.  Best effort: Placement refuses
+        (409) while another provider still carries it.
+        """
+        self._known_traits.discard(trait)
+        try:
+            self.client.delete('/traits/%s' % trait,
+                               version=pclient.TRAITS_VERSION)
+        except exception.PlacementAPIError as exc:
+            if pclient.error_status(exc) not in (404, 409):
+                LOG.debug('Trait %(trait)s not deleted: %(err)s',
+                          {'trait': trait, 'err': exc})
+        except exception.PlacementUnavailable as exc:
+            # the traits are written; a stamp left in the list is harmless
+            LOG.debug('Trait %(trait)s not deleted: %(err)s',
+                      {'trait': trait, 'err': exc})
 
     def _refresh(self, uuid, path):
         body = self.client.get(path, version=pclient.TRAITS_VERSION)

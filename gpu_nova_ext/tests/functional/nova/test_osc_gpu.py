@@ -18,6 +18,8 @@ The client loads the plugin by entry point and finds the cloud by
 ``OS_CLOUD`` alone (:mod:`~gpu_nova_ext.tests.functional.osc_client`);
 every answer is ``-f json``.
 """
+import os
+
 import fixtures
 
 from gpu_nova_ext import naming
@@ -54,16 +56,19 @@ class GpuListTest(base.GpuVGPUTestBase):
 
     def test_list_every_gpu_with_its_server(self):
         gpus = self.gpus()
-        # without the agents' state (--state-wait), providers on one PCI
-        # bus are one GPU, as audit joins the VFs of a GPU: the harness's
-        # two pGPUs share bus 81
+        # without the agents' live state (--state-wait), providers on one
+        # PCI bus are one GPU, as audit joins the VFs of a GPU: the
+        # harness's two pGPUs share bus 81
         self.assertEqual([('h1', base.PGPU0), ('h2', base.PGPU0)],
                          [(g['Host'], g['Address']) for g in gpus])
         for g in gpus:
             self.assertEqual('A100_80GB_PCIE', g['Model'])
             self.assertEqual('vgpu', g['Mode'])
             self.assertEqual('80GB', g['Memory'])
-            self.assertIsNone(g['Health'])
+            # from the traits the agent keeps on the compute node
+            self.assertEqual('healthy', g['Health'])
+            self.assertTrue(g['State From'].startswith('placement, '),
+                            g['State From'])
         on = [g for g in gpus if g['Servers']]
         self.assertEqual([[self.server['id']]], [g['Servers'] for g in on])
         self.assertEqual(1, on[0]['Used'])
@@ -82,22 +87,31 @@ class GpuListTest(base.GpuVGPUTestBase):
         self.admin_api.add_host_to_aggregate(agg['id'], self.other)
         self.assertEqual({self.other}, {g['Host'] for g in self.gpus(
             '--aggregate', 'a')})
+        # health from Placement: no --state-wait needed
+        self.assertEqual([], self.gpus('--unhealthy'))
 
     def test_with_the_agents_state(self):
         # the state the agents cast, as the harness's scheduler holds it
         self.useFixture(fixtures.MonkeyPatch(
             'gpu_nova_ext.operator.live_state.live_states',
             ops_base.harness_live_states))
-        gpus = self.gpus('--state-wait', '0.1')
+        # the schedulers' bus in the command's configuration
+        conf = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                            'gpu-nova-ext.conf')
+        with open(conf, 'w') as f:
+            f.write('[DEFAULT]\ntransport_url = fake:/\n')
+        gpus = self.gpus('--state-wait', '0.1', '--config-file', conf)
         # the state names each GPU's providers: one row per pGPU now
         self.assertEqual(
             [('h1', base.PGPU0), ('h1', base.PGPU1), ('h2', base.PGPU0),
              ('h2', base.PGPU1)],
             [(g['Host'], g['Address']) for g in gpus])
         self.assertEqual({'healthy'}, {g['Health'] for g in gpus})
+        self.assertEqual({'agent'}, {g['State From'] for g in gpus})
         self.assertEqual([self.server['id']],
                          [s for g in gpus for s in g['Servers']])
-        self.assertEqual([], self.gpus('--unhealthy', '--state-wait', '0.1'))
+        self.assertEqual([], self.gpus('--unhealthy', '--state-wait', '0.1',
+                                       '--config-file', conf))
 
     def test_show_one_gpu(self):
         address = [g['Address'] for g in self.gpus('--host', self.host)
@@ -122,7 +136,6 @@ class GpuListTest(base.GpuVGPUTestBase):
                            'H100', 'A100_80GB_PCIE')
         self.assertRefused(('gpu', 'list', '--aggregate', 'nope'),
                            'nope', 'openstack aggregate list')
-        self.assertRefused(('gpu', 'list', '--unhealthy'), '--state-wait')
         for value in ('-5', 'nan', 'inf', '1e300'):
             self.assertRefused(('gpu', 'list', '--state-wait', value),
                                'Invalid --state-wait')

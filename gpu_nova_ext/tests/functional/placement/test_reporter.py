@@ -15,6 +15,7 @@
 Write requests are counted at the server (a WSGI middleware in front of
 Placement), not in the client.
 """
+import datetime
 import uuid
 
 import fixtures
@@ -37,12 +38,14 @@ class TestAnnotate(base.PlacementTestCase):
         self.placement.reset_counters()
         result = reporter.report(inv)
         first_writes = self.placement.writes
-        # 8 custom traits created once, the root and 8 pGPU providers
-        self.assertEqual(17, first_writes, self.placement.write_log)
+        # 10 custom traits created once (the root's host driver branch
+        # and reported stamp among them), the root and 8 pGPU providers
+        self.assertEqual(19, first_writes, self.placement.write_log)
         self.assertEqual(first_writes, result.writes)
         self.assertEqual(root, result.root_provider_uuid)
         self.assertEqual(self.HOST, result.nodename)
         self.assertIn(naming.HOST_TRAIT, self.traits(root))
+        self.assertIn(naming.host_driver_trait('550'), self.traits(root))
         for addr, rp in pgpus.items():
             traits = self.traits(rp)
             self.assertIn(MODEL_TRAIT, traits)
@@ -78,8 +81,12 @@ class TestAnnotate(base.PlacementTestCase):
             self.assertNotIn(
                 '/resource_providers/%s/traits' % rp,
                 ' '.join(self.placement.write_log))
-        self.assertEqual({naming.HOST_TRAIT}, {
-            t for t in self.traits(root) if naming.is_ours(t)})
+        # the root: the host trait and the host's GPU state
+        ours = {t for t in self.traits(root) if naming.is_ours(t)}
+        self.assertEqual({naming.HOST_TRAIT, naming.host_driver_trait('550')},
+                         {t for t in ours if not naming.host_reported_at(t)})
+        self.assertEqual(1, len([t for t in ours
+                                 if naming.host_reported_at(t)]), ours)
         names = self.providers()
         self.assertIn('cmp-1_0000:3B:00.0', names)
 
@@ -328,6 +335,9 @@ class TestInventoryMode(base.PlacementTestCase):
                                   mode='passthrough')
         inv.gpus[1].health.state = 'unhealthy'
         reporter = self.make_reporter()
+        # one clock: the root's reported stamp does not turn a minute
+        now = datetime.datetime.now(datetime.timezone.utc)
+        reporter.now = lambda: now
         self.placement.reset_counters()
         result = reporter.report(inv)
         rc = 'CUSTOM_GPU_A100_80GB_PCIE'
@@ -349,8 +359,10 @@ class TestInventoryMode(base.PlacementTestCase):
         self.placement.reset_counters()
         reporter.report(base.make_inventory(self.HOST, base.addresses(3),
                                             mode='passthrough'))
-        # health back: one inventory write only
-        self.assertEqual(1, self.placement.writes, self.placement.write_log)
+        # health back: the inventory and the root's health traits
+        self.assertEqual(2, self.placement.writes, self.placement.write_log)
+        self.assertFalse([t for t in self.traits(self.root)
+                          if naming.gpu_health(t)])
         self.placement.reset_counters()
         reporter.report(base.make_inventory(self.HOST, base.addresses(3),
                                             mode='passthrough'))

@@ -11,9 +11,15 @@
 # under the License.
 
 """The pure part of the audit: grouping, capacity, driver consistency."""
+import datetime
+
+import fixtures
+from oslo_config import cfg
 import testtools
 
+from gpu_nova_ext import naming
 from gpu_nova_ext.operator import audit
+from gpu_nova_ext.operator import live_state
 
 
 def rp(uuid, name, root, traits=(), inv=None, used=None, reserved=0):
@@ -125,3 +131,82 @@ class TestAudit(testtools.TestCase):
         self.assertEqual(['b'], report.to_dict()['hosts_without_state'])
         # without any state heard, the note says so instead
         self.assertEqual([], audit.build_report(views).hosts_without_state)
+
+
+NOW = datetime.datetime(2026, 12, 3, 17, 0, tzinfo=datetime.timezone.utc)
+
+
+def published(views, *traits, age=datetime.timedelta(minutes=3)):
+    """``views`` whose root carries the agent's host traits."""
+    views[0].traits = list(traits) + [
+        naming.host_reported_trait(NOW - age), 'COMPUTE_NODE']
+    return views
+
+
+class TestStateFromPlacement(testtools.TestCase):
+    """The agents' CUSTOM_GPU_HOST_* traits: what a clouds.yaml reaches."""
+
+    def report(self, views):
+        return audit.build_report(
+            views, live_state.placement_states(views, NOW))
+
+    def test_health_driver_and_source(self):
+        views = (published(host('a', '550', gpus=2),
+                           naming.host_driver_trait('570.86.10'),
+                           naming.gpu_health_trait('unhealthy',
+                                                   '0000:3c:00.0'))
+                 + host('b', '550'))
+        report = self.report(views)
+        self.assertEqual(
+            [('a', '0000:3b:00.0', 'healthy', '570', 'placement'),
+             ('a', '0000:3c:00.0', 'unhealthy', '570', 'placement'),
+             ('b', '0000:3b:00.0', None, '550', None)],
+            [(g.host, g.address, g.health, g.driver, g.source)
+             for g in report.gpus])
+        self.assertEqual(['GPU 0000:3c:00.0 unhealthy (Placement)'],
+                         report.unhealthy[0].reasons)
+        self.assertEqual({'a': {'source': 'placement',
+                                'reported_at': '2026-12-03T16:57:00+00:00',
+                                'age_s': 180.0, 'stale': False}},
+                         report.state_sources)
+        # the live view's lists are the live view's
+        self.assertEqual(([], []), (report.hosts_with_state,
+                                    report.hosts_without_state))
+        self.assertEqual(['no GPU state for b: health unknown (is '
+                          'gpu-nova-agent running there?).'], report.notes)
+
+    def test_stale_is_said(self):
+        report = self.report(published(host('a', '550'),
+                                       naming.host_driver_trait('550'),
+                                       age=datetime.timedelta(hours=5)))
+        self.assertTrue(report.state_sources['a']['stale'])
+        self.assertIn('stale GPU state in Placement for a: the agent has '
+                      'not confirmed it for over 2 h', report.notes[-1])
+
+    def test_the_bus_wins_where_configured(self):
+        conf = cfg.ConfigOpts()
+        conf([], default_config_files=[])
+        views = published(host('a', '550'), naming.host_driver_trait('550'))
+        heard = {'a': {'host': 'a', 'gpus': []}}
+        self.useFixture(fixtures.MonkeyPatch(
+            'gpu_nova_ext.operator.live_state.live_states',
+            lambda conf, wait: heard))
+        # no transport_url (oslo.messaging's default is none of ours)
+        self.assertIsNone(live_state.bus_url(conf))
+        self.assertEqual('placement', live_state.gpu_states(
+            conf, 10.0, views, NOW)['a']['source'])
+        conf.set_override('transport_url', 'fake:/')
+        self.assertEqual('fake:/', live_state.bus_url(conf))
+        self.assertIs(heard, live_state.gpu_states(conf, 10.0, views, NOW))
+        # no --state-wait: Placement, bus or not
+        self.assertEqual('placement', live_state.gpu_states(
+            conf, 0.0, views, NOW)['a']['source'])
+
+    def test_describe(self):
+        [state] = live_state.placement_states(
+            published(host('a', '550'), naming.host_driver_trait('550')),
+            NOW).values()
+        self.assertEqual("gpu-nova-agent's traits in Placement, as of "
+                         "2026-12-03T16:57:00Z (3 min old)",
+                         live_state.describe(state))
+        self.assertEqual('agent state', live_state.describe({'gpus': []}))

@@ -11,9 +11,13 @@
 # under the License.
 
 """Roll-out batches and the undrain check, from an audit report."""
+import datetime
+
 import testtools
 
+from gpu_nova_ext import naming
 from gpu_nova_ext.operator import audit
+from gpu_nova_ext.operator import live_state
 from gpu_nova_ext.operator import rollout
 
 
@@ -163,8 +167,14 @@ class TestUndrainCheck(testtools.TestCase):
     def test_no_state_no_gpus(self):
         check = rollout.undrain_check(providers('a', 'pci', '570'), None,
                                       'a', '570')
+        self.assertIn('no GPU state that gpu-nova-agent on a published in '
+                      'Placement', check.problems[0])
+        self.assertIn('CUSTOM_GPU_HOST_', check.todo[0])
+        check = rollout.undrain_check(providers('a', 'pci', '570'), None,
+                                      'a', '570', live=True)
         self.assertIn('no live GPU state from gpu-nova-agent on a',
                       check.problems[0])
+        self.assertIn("transport_url is the schedulers'", check.todo[0])
         check = rollout.undrain_check(providers('a', 'pci', '570'),
                                       state('z', '570'), 'z', '570')
         self.assertEqual(['no GPU of z in Placement'], check.problems)
@@ -178,3 +188,71 @@ class TestUndrainCheck(testtools.TestCase):
         self.assertEqual(['Placement says GPU 0000:3b:00.4 runs 550 (a '
                           '[pci] device_spec tag)'], check.problems)
         self.assertIn('regenerate the nova-conf drop-in', check.todo[0])
+
+
+NOW = datetime.datetime(2026, 12, 3, 17, 0, tzinfo=datetime.timezone.utc)
+
+
+def published(host, kind, trait_branch, branches, unhealthy=(),
+              age=datetime.timedelta(minutes=5),
+              addresses=('0000:3b:00.0',)):
+    """Providers whose root carries the agent's CUSTOM_GPU_HOST_* traits."""
+    out = providers(host, kind, trait_branch, addresses)
+    out[0].traits = sorted(
+        [naming.host_driver_trait(b) for b in branches]
+        + [naming.gpu_health_trait('unhealthy', a) for a in unhealthy]
+        + [naming.host_reported_trait(NOW - age), 'COMPUTE_NODE'])
+    return out
+
+
+class TestUndrainFromPlacement(testtools.TestCase):
+    """The state the agent published on the root: no message bus."""
+
+    def check(self, placement, host='a', expected='570'):
+        states = live_state.placement_states(placement, NOW)
+        return rollout.undrain_check(placement, states.get(host), host,
+                                     expected)
+
+    def test_all_on_the_branch(self):
+        for kind in ('pgpu', 'pci'):
+            check = self.check(published('a', kind, '570', ['570']))
+            self.assertEqual(([], []), (check.problems, check.todo))
+
+    def test_the_host_traits_are_what_the_gpus_run(self):
+        # the device_spec tag says 570 already, the agent read 550
+        check = self.check(published('a', 'pci', '570', ['550']))
+        self.assertEqual(['GPU 0000:3b:00.0 runs 550'], check.problems)
+        self.assertIn('install driver branch 570 on a', check.todo[0])
+
+    def test_the_device_spec_tag_lags(self):
+        check = self.check(published('a', 'pci', '550', ['570']))
+        self.assertEqual(['Placement says GPU 0000:3b:00.0 runs 550 (a '
+                          '[pci] device_spec tag)'], check.problems)
+
+    def test_several_branches_name_the_host(self):
+        check = self.check(published(
+            'a', 'pgpu', '570', ['550.54.15', '570'],
+            addresses=('0000:3b:00.0', '0000:5e:00.0')))
+        self.assertEqual(1, len(check.problems))
+        self.assertTrue(check.problems[0].startswith(
+            "its GPUs run driver branches 550, 570 (gpu-nova-agent's "
+            "traits in Placement, as of 2026-12-03T16:55:00Z (5 min old))"),
+            check.problems[0])
+
+    def test_unknown_driver(self):
+        check = self.check(published('a', 'pgpu', '570', [None]))
+        self.assertEqual(['GPU 0000:3b:00.0 runs an unknown driver'],
+                         check.problems)
+
+    def test_stale_state_is_refused(self):
+        check = self.check(published('a', 'pgpu', '570', ['570'],
+                                     age=datetime.timedelta(hours=3)))
+        self.assertEqual(1, len(check.problems))
+        self.assertIn('is stale', check.problems[0])
+        self.assertIn('(3 h old, stale)', check.problems[0])
+        self.assertIn('check that gpu-nova-agent runs on a', check.todo[0])
+
+    def test_no_stamp_no_state(self):
+        placement = providers('a', 'pgpu', '570')
+        placement[0].traits = [naming.host_driver_trait('570')]
+        self.assertEqual({}, live_state.placement_states(placement, NOW))

@@ -115,8 +115,8 @@ class TestAgentLags(testtools.TestCase):
                          rr.agent_lags(state, 'h1', '570'))
         self.assertEqual([], rr.agent_lags(
             {'gpus': state['gpus'][:1]}, 'h1', '570'))
-        self.assertEqual(['no live GPU state from gpu-nova-agent on h1 '
-                          'yet'], rr.agent_lags(None, 'h1', '570'))
+        self.assertEqual(['no GPU state from gpu-nova-agent on h1 yet'],
+                         rr.agent_lags(None, 'h1', '570'))
 
 
 class TestUpgradeCommand(testtools.TestCase):
@@ -236,6 +236,8 @@ class Cloud:
     ``ready`` hosts pass the health gate once upgraded; ``stays`` keep a
     server after their drain.
     """
+
+    source = 'the stand-in'
 
     def __init__(self, report, ready=(), stays=()):
         self.report = report
