@@ -78,6 +78,13 @@ def check_state_wait(value: float) -> float:
     return value
 
 
+def state_wait(conf: cfg.ConfigOpts, value: float | None) -> float:
+    """``--state-wait``, checked, or ``[remediation] state_wait`` (None)."""
+    if value is None:
+        return conf.remediation.state_wait
+    return check_state_wait(value)
+
+
 def bus_url(conf: cfg.ConfigOpts) -> str | None:
     """``[DEFAULT] transport_url`` as configured; None when not set.
 

@@ -138,8 +138,7 @@ class UndrainHost(_HostCommand):
         client, conf, service = self.begin(args)
         conn = client.conn
         expected = rollout.branch(args.expect_driver)
-        wait = (conf.remediation.state_wait if args.state_wait is None
-                else live_state.check_state_wait(args.state_wait))
+        wait = live_state.state_wait(conf, args.state_wait)
         providers = audit.collect(client.placement)
         state = live_state.gpu_states(conf, wait, providers).get(args.host)
         check = rollout.undrain_check(providers, state, args.host, expected,

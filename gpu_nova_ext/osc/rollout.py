@@ -169,8 +169,7 @@ class RunRollout(command.Command):
         conf = client.load_conf(args.config_file)
         for name in ('upgrade_timeout', 'wait_timeout'):
             _check_seconds('--' + name.replace('_', '-'), getattr(args, name))
-        wait = (conf.remediation.state_wait if args.state_wait is None
-                else live_state.check_state_wait(args.state_wait))
+        wait = live_state.state_wait(conf, args.state_wait)
         upgrade = rollout_run.UpgradeCommand(template=args.upgrade_command,
                                              shell=args.shell)
         state = self._state(client, args)

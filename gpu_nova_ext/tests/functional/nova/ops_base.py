@@ -171,6 +171,13 @@ class LiveMigrationVGPUTestBase(OpsMixin, base.GpuVGPUTestBase):
         super().setUp()
         self.use_migrate_stub()
 
+    def start_a100_hosts(self, hosts) -> None:
+        """Each host with two A100 pGPUs; openstack gpu pointed at them."""
+        for host in hosts:
+            self.start_gpu_host(host, {base.PGPU0: base.gpu(base.A100),
+                                       base.PGPU1: base.gpu(base.A100)})
+        self.use_openstack_gpu(self.ops_conf())
+
 
 OPS_CONF = """
 [DEFAULT]

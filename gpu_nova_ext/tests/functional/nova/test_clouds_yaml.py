@@ -45,10 +45,7 @@ class CloudsYamlOnlyTest(ops_base.LiveMigrationVGPUTestBase):
 
     def setUp(self):
         super().setUp()
-        for host in HOSTS:
-            self.start_gpu_host(host, {base.PGPU0: base.gpu(base.A100),
-                                       base.PGPU1: base.gpu(base.A100)})
-        self.use_openstack_gpu(self.ops_conf())
+        self.start_a100_hosts(HOSTS)
         # no command below may listen on a bus
         self.useFixture(fixtures.MonkeyPatch(
             'gpu_nova_ext.operator.live_state.live_states', no_bus))

@@ -39,10 +39,7 @@ class DrainTest(ops_base.LiveMigrationVGPUTestBase):
 
     def setUp(self):
         super().setUp()
-        for host in HOSTS:
-            self.start_gpu_host(host, {base.PGPU0: base.gpu(base.A100),
-                                       base.PGPU1: base.gpu(base.A100)})
-        self.use_openstack_gpu(self.ops_conf())
+        self.start_a100_hosts(HOSTS)
 
     def cli(self, *argv):
         """``openstack gpu host drain|undrain ...``: (0, stdout)."""

@@ -28,7 +28,6 @@ import sys
 
 import fixtures
 
-from gpu_nova_ext.tests.functional.nova import base
 from gpu_nova_ext.tests.functional.nova import ops_base
 
 VGPU = {'resources:VGPU': '1'}
@@ -54,10 +53,7 @@ class RolloutTest(ops_base.LiveMigrationVGPUTestBase):
 
     def setUp(self):
         super().setUp()
-        for host in HOSTS:
-            self.start_gpu_host(host, {base.PGPU0: base.gpu(base.A100),
-                                       base.PGPU1: base.gpu(base.A100)})
-        self.use_openstack_gpu(self.ops_conf())
+        self.start_a100_hosts(HOSTS)
         self.dir = self.useFixture(fixtures.TempDir()).path
         script = os.path.join(self.dir, 'upgrade.py')
         with open(script, 'w') as f:
