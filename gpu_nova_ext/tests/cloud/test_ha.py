@@ -90,6 +90,20 @@ class HaCloudTest(testtools.TestCase):
         self.c = self.client
         self.addDetail('cloud-dir', testtools.content.text_content(
             self.cloud.dir))
+        # where a test's time goes, printed when it ends (clean-ups
+        # included): a CI step that runs long says which wait it was
+        self.phases = [('start', time.monotonic())]
+        self.addCleanup(self.print_phases)
+
+    def phase(self, name):
+        self.phases.append((name, time.monotonic()))
+
+    def print_phases(self):
+        self.phase('clean-up')
+        steps = ', '.join('%s %.1f s' % (name, at - self.phases[i][1])
+                          for i, (name, at) in enumerate(self.phases[1:]))
+        print('HA test %s: %s' % (self._testMethodName, steps),
+              file=sys.__stderr__, flush=True)
 
     # --- what the broker says --------------------------------------------
 
@@ -138,6 +152,7 @@ class HaCloudTest(testtools.TestCase):
         nodes = self.cloud.info['rabbit_nodes']
         # every worker's state listener runs (it starts at a request)
         self.c.wait_until_workers_hold(time.time(), RECOVERY_WAIT)
+        self.phase('every worker holds the state')
         status = self.wait_running_nodes(len(nodes))
         self.assertEqual(sorted(n['node'] for n in nodes),
                          sorted(status['running_nodes']))
@@ -190,6 +205,7 @@ class HaCloudTest(testtools.TestCase):
                    for i in range(BOOTS_DURING_FAULT)]
         booted = time.time()
         state = c.wait_until_workers_hold(killed, RECOVERY_WAIT)
+        self.phase('every worker holds the state again')
         # the agents left the dead node for live ones, still over TLS
         conns = self.agent_connections()
         self.assertTrue(conns)
@@ -197,12 +213,16 @@ class HaCloudTest(testtools.TestCase):
         self.assertEqual({True}, {ssl for _, ssl in conns})
         shown = [c.wait_status(s, timeout=RECOVERY_WAIT) for s in servers]
         active = time.time()
+        self.phase('boots ACTIVE')
         heard = c.wait_until_computes_heard(killed, RECOVERY_WAIT)
+        self.phase('computes heard after the kill')
         # the node comes back (as systemd restarts it) and rejoins
         self.restart_node(victim)
         rejoined = time.time()
+        self.phase('node rejoined')
         servers.append(self.boot_nowait('ha-after'))
         shown.append(c.wait_status(servers[-1], timeout=RECOVERY_WAIT))
+        self.phase('boot after ACTIVE')
         self.assert_all_active_and_healthy(shown, unhealthy)
         line = ('HA recovery, kill -9 of RabbitMQ node %s (the agents\'): '
                 'every worker of both schedulers held every host\'s GPU '
@@ -218,12 +238,15 @@ class HaCloudTest(testtools.TestCase):
         """One A100 unhealthy, known to every worker; its provider name."""
         c = self.c
         c.wait_until_workers_hold(time.time(), RECOVERY_WAIT)
+        self.phase('every worker holds the state')
         sick = hosts.PGPU0
         changed = c.set_health(hosts.VGPU_HOST, sick, 'unhealthy')
         self.addCleanup(c.set_health, hosts.VGPU_HOST, sick, 'healthy')
         c.wait_until_workers_hold(changed + devcloud.AGENT_INTERVAL + 1,
                                   RECOVERY_WAIT)
+        self.phase('every worker knows the unhealthy GPU')
         c.wait_until_computes_heard(time.time(), RECOVERY_WAIT)
+        self.phase('every nova-compute heard')
         return fixture.pgpu(hosts.VGPU_HOST, sick)
 
     def assert_all_active_and_healthy(self, shown, unhealthy):
@@ -253,9 +276,12 @@ class HaCloudTest(testtools.TestCase):
         survivors = set(devcloud.scheduler_workers(self.cloud, survivor))
         by = c.scheduled_by()
         self.assertLessEqual({by.get(s) for s in servers}, survivors)
+        self.phase('boots during the fault ACTIVE')
         devcloud.start_scheduler(self.cloud, name=victim)
         restarted = time.time()
+        self.phase('scheduler restarted')
         state = c.wait_until_workers_hold(restarted, RECOVERY_WAIT)
+        self.phase('every worker holds the state again')
         line = ('HA recovery, kill -9 of %s (parent and workers): the %d '
                 'boots asked for meanwhile ACTIVE through %s; after its '
                 'restart every worker of both held every host\'s GPU state '
