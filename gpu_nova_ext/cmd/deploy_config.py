@@ -17,7 +17,7 @@ import sys
 
 from oslo_config import cfg
 
-from gpu_nova_ext.cmd import nova_conf as nova_conf_cmd
+from gpu_nova_ext import files
 from gpu_nova_ext.operator import deploy_config
 
 
@@ -63,14 +63,14 @@ def run(args: argparse.Namespace, conf: cfg.ConfigOpts) -> int:
         options[_host(path)], notes[_host(path)] = (
             deploy_config.read_drop_in(path))
     dep = deploy_config.deployment(options, notes)
-    files = deploy_config.RENDERERS[args.tool](dep)
-    for path, text in files.items():
+    rendered = deploy_config.RENDERERS[args.tool](dep)
+    for path, text in rendered.items():
         if not args.output:
             sys.stdout.write('# --- %s\n%s' % (path, text))
             continue
         target = os.path.join(args.output, path)
         os.makedirs(os.path.dirname(target), exist_ok=True)
-        nova_conf_cmd.write_file(target, text)
+        files.write_atomic(target, text)
         print('Wrote %s' % target, file=sys.stderr)
     sys.stdout.flush()
     for note in dep.notes:

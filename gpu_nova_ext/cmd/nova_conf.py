@@ -12,13 +12,11 @@
 
 """``gpu-nova-ext nova-conf``: a nova.conf drop-in from this host's GPUs."""
 import argparse
-import os
 import sys
-import tempfile
 
 from oslo_config import cfg
 
-from gpu_nova_ext import exception
+from gpu_nova_ext import files
 from gpu_nova_ext.operator import nova_conf
 
 NUMA_POLICIES = ('required', 'legacy', 'preferred', 'socket')
@@ -87,29 +85,6 @@ def options_from_args(args: argparse.Namespace
         vgpu_class=args.vgpu_class)
 
 
-def write_file(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` atomically; leave nothing else behind."""
-    if os.path.isdir(path):
-        raise exception.GpuNovaExtException(
-            'Cannot write %s: it is a directory. Name a file, for example '
-            '--output %s' % (path, os.path.join(path, 'gpu-nova-ext.conf')))
-    tmp = None
-    try:
-        fd, tmp = tempfile.mkstemp(
-            dir=os.path.dirname(os.path.abspath(path)),
-            prefix='.%s.' % os.path.basename(path), suffix='.tmp')
-        with os.fdopen(fd, 'w') as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except OSError as exc:
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
-        raise exception.GpuNovaExtException(
-            'Cannot write %s: %s. Choose a writable --output path.'
-            % (path, exc.strerror or exc))
-
-
 def run(args: argparse.Namespace, conf: cfg.ConfigOpts) -> int:
     from gpu_nova_ext.inventory import manager
 
@@ -119,7 +94,7 @@ def run(args: argparse.Namespace, conf: cfg.ConfigOpts) -> int:
         if not args.output or args.output == '-':
             sys.stdout.write(text)
         else:
-            write_file(args.output, text)
+            files.write_atomic(args.output, text)
             print('Wrote %s (Placement settings).' % args.output,
                   file=sys.stderr)
         return 0
@@ -139,7 +114,7 @@ def run(args: argparse.Namespace, conf: cfg.ConfigOpts) -> int:
     if not args.output or args.output == '-':
         sys.stdout.write(text)
         return 0
-    write_file(args.output, text)
+    files.write_atomic(args.output, text)
     print('Wrote %s for %d GPU(s) of %s.' % (
         args.output, len(inventory.gpus), inventory.host), file=sys.stderr)
     return 0

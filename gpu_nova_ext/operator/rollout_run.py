@@ -33,15 +33,14 @@ from collections.abc import Callable
 import concurrent.futures
 import dataclasses
 import json
-import os
 import shlex
 import subprocess
-import tempfile
 import time
 
 from oslo_log import log as logging
 
 from gpu_nova_ext import exception
+from gpu_nova_ext import files
 from gpu_nova_ext.operator import audit
 from gpu_nova_ext.operator import gpu_consumers
 from gpu_nova_ext.operator import live_state
@@ -129,23 +128,13 @@ class RunState:
 
 
 def save(path: str, state: RunState) -> None:
-    """Write ``state`` to ``path`` atomically.
+    """Write ``state`` to ``path`` atomically (:func:`files.write_atomic`).
 
     A reader sees the old file or the new one, never half of one.
     """
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix='.rollout-',
-                               suffix='.json')
-    try:
-        with os.fdopen(fd, 'w') as f:
-            json.dump(state.to_dict(), f, indent=1, sort_keys=True)
-            f.write('\n')
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    files.write_atomic(path, json.dumps(state.to_dict(), indent=1,
+                                        sort_keys=True) + '\n',
+                       option='--state-file', mode=0o600)
 
 
 def load(path: str) -> RunState:
