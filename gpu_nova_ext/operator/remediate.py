@@ -14,7 +14,7 @@
 drained host), decides with :mod:`remediation_policy` and carries the
 decisions out through Nova within the concurrency limits.
 
-Every decision is logged, notified (:mod:`remediation_notifier`) and
+Every decision is logged, notified (:mod:`notifications`) and
 reported to ``report`` (a callable taking one line: the command prints it).
 A failed move is retried with backoff ``[remediation] max_retries`` times,
 then reported and left alone.  Unless ``[remediation] enabled``, nothing is
@@ -29,8 +29,8 @@ from oslo_log import log as logging
 
 from gpu_nova_ext import exception
 from gpu_nova_ext.operator import gpu_consumers
+from gpu_nova_ext.operator import notifications as rnotify
 from gpu_nova_ext.operator import nova_actions
-from gpu_nova_ext.operator import remediation_notifier as rnotify
 from gpu_nova_ext.operator import remediation_policy as policy
 
 LOG = logging.getLogger(__name__)
@@ -59,7 +59,7 @@ class Remediator:
         self.opts = conf.remediation
         self.conn = conn
         self.placement = placement
-        self.notifier = notifier or rnotify.RemediationNotifier(conf)
+        self.notifier = notifier or rnotify.Notifier(conf)
         self.report = report or (lambda line: None)
         self.sleep = sleep
         self._dry_run = dry_run

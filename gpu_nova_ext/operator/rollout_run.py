@@ -44,6 +44,7 @@ from gpu_nova_ext import files
 from gpu_nova_ext.operator import audit
 from gpu_nova_ext.operator import gpu_consumers
 from gpu_nova_ext.operator import live_state
+from gpu_nova_ext.operator import notifications
 from gpu_nova_ext.operator import nova_actions
 from gpu_nova_ext.operator import rollout
 from gpu_nova_ext.state import schema
@@ -414,6 +415,8 @@ class Runner:
     :param save: called with the state after every step
     :param log_prefix: each upgrade's output goes to ``PREFIX.HOST.log``
     :param say: takes one progress line
+    :param notify: takes each step's notification (event type, payload:
+        :mod:`gpu_nova_ext.operator.notifications`)
     """
 
     def __init__(self, state: RunState, *, cloud: Cloud,
@@ -424,8 +427,12 @@ class Runner:
                  upgrade_timeout: float = 3600.0,
                  wait_timeout: float = 900.0, poll_interval: float = 2.0,
                  log_prefix: str | None = None,
+                 notify: Callable[[str, dict], None] | None = None,
                  clock=time.monotonic, sleep=time.sleep):
         self.state = state
+        self.notify = notify or (lambda event_type, payload: None)
+        self.wave_of = {h: n for n, w in enumerate(state.waves, 1)
+                        for h in w.hosts}
         self.cloud = cloud
         self.drain = drain
         self.upgrade = upgrade
@@ -455,9 +462,18 @@ class Runner:
                     wave, self.state.totals, self.state.allowed)))
             if any(self.state.hosts[h].step == PENDING for h in todo):
                 self._guard(n, wave)
+            self.notify(notifications.ROLLOUT_WAVE,
+                        self._payload(wave=n, hosts=list(wave.hosts)))
             self._steps(todo)
+        self.notify(notifications.ROLLOUT_END,
+                    self._payload(hosts=len(self.state.hosts)))
         self.say('roll-out done: %d host(s) run driver branch %s' % (
             len(self.state.hosts), self.state.target))
+
+    def _payload(self, **fields) -> dict:
+        return {'version': notifications.PAYLOAD_VERSION,
+                'target': self.state.target, 'driver': self.state.driver,
+                'waves': len(self.state.waves), **fields}
 
     def _guard(self, n: int, wave: Wave) -> None:
         report, out = self.cloud.view()
@@ -552,6 +568,8 @@ class Runner:
     def _advance(self, host: str, step: str) -> None:
         self.state.hosts[host].step = step
         self._save(self.state)
+        self.notify(notifications.ROLLOUT_HOST, self._payload(
+            wave=self.wave_of[host], host=host, step=step, error=None))
         self.say('%s: %s' % (host, {DONE: 'undrained: every GPU runs '
                                     'driver branch %s and is healthy'
                                     % self.state.target}.get(step, step)))
@@ -560,6 +578,9 @@ class Runner:
         progress = self.state.hosts[host]
         progress.failed = '%s failed: %s' % (NEXT[progress.step], reason)
         self._save(self.state)
+        self.notify(notifications.ROLLOUT_HOST_ERROR, self._payload(
+            wave=self.wave_of[host], host=host, step=NEXT[progress.step],
+            error=reason))
         LOG.error('Roll-out: %(host)s: %(reason)s',
                   {'host': host, 'reason': progress.failed})
         self.say('%s: FAILED at %s: %s' % (host, NEXT[progress.step],

@@ -23,7 +23,6 @@ as a dict: ``batches`` (each ``hosts``, ``down`` by pool,
 (:func:`gpu_nova_ext.operator.drain.drain`).
 """
 import dataclasses
-import functools
 import math
 import os
 
@@ -31,8 +30,10 @@ from gpu_nova_ext import exception
 from gpu_nova_ext.operator import audit
 from gpu_nova_ext.operator import drain
 from gpu_nova_ext.operator import live_state
+from gpu_nova_ext.operator import notifications
 from gpu_nova_ext.operator import nova_actions
 from gpu_nova_ext.operator import rollout
+from gpu_nova_ext.operator import rollout_metrics
 from gpu_nova_ext.operator import rollout_run
 from gpu_nova_ext.osc import command
 
@@ -141,6 +142,14 @@ class RunRollout(command.Command):
                  'host\'s upgrade goes to FILE.HOST.log. Needed by '
                  '--resume.')
         parser.add_argument(
+            '--metrics-file', metavar='<file.prom>',
+            help='Prometheus metrics of the progress (hosts per step, '
+                 'failed hosts, waves done), rewritten after every step: '
+                 'a .prom file in the node exporter\'s textfile collector '
+                 'directory. Each step is also notified '
+                 '(gpu.rollout.*) where [oslo_messaging_notifications] of '
+                 '--config-file names a driver.')
+        parser.add_argument(
             '--resume', action='store_true',
             help='Carry on the roll-out of --state-file: done hosts are '
                  'skipped, a failed host retries the step it failed at.')
@@ -169,6 +178,11 @@ class RunRollout(command.Command):
         conf = client.load_conf(args.config_file)
         for name in ('upgrade_timeout', 'wait_timeout'):
             _check_seconds('--' + name.replace('_', '-'), getattr(args, name))
+        if args.metrics_file and not args.metrics_file.endswith('.prom'):
+            raise exception.InvalidArgument(
+                argument='--metrics-file', value=args.metrics_file,
+                reason="the node exporter's textfile collector reads only "
+                       'files named *.prom')
         wait = live_state.state_wait(conf, args.state_wait)
         upgrade = rollout_run.UpgradeCommand(template=args.upgrade_command,
                                              shell=args.shell)
@@ -184,13 +198,15 @@ class RunRollout(command.Command):
         if args.dry_run:
             self._dry_run(state, upgrade, args)
             return 0
-        if args.state_file:
-            rollout_run.save(args.state_file, state)
+        save = self._saver(args.state_file, args.metrics_file)
+        save(state)
+        notifier = notifications.Notifier(
+            conf, publisher=notifications.ROLLOUT_PUBLISHER)
         runner = rollout_run.Runner(
             state, cloud=rollout_run.Cloud(conf, client.conn,
                                            client.placement, wait),
             drain=lambda host: self._drain(args, host), upgrade=upgrade,
-            say=self.say, save=self._saver(args.state_file),
+            say=self.say, save=save, notify=notifier.notify,
             all_servers=args.all_servers,
             upgrade_timeout=args.upgrade_timeout,
             wait_timeout=args.wait_timeout,
@@ -200,10 +216,14 @@ class RunRollout(command.Command):
         return 0
 
     @staticmethod
-    def _saver(path: str | None):
-        if not path:
-            return lambda state: None
-        return functools.partial(rollout_run.save, path)
+    def _saver(state_file: str | None, metrics_file: str | None):
+        """Writes the state file and the metrics file (those given)."""
+        def save(state: rollout_run.RunState) -> None:
+            if state_file:
+                rollout_run.save(state_file, state)
+            if metrics_file:
+                rollout_metrics.write(metrics_file, state)
+        return save
 
     def _state(self, client, args) -> rollout_run.RunState:
         """The roll-out to carry out: the state file's, or a new plan's."""

@@ -32,9 +32,9 @@ from gpu_nova_ext.agent import notifications
 from gpu_nova_ext import exception
 from gpu_nova_ext.inventory import manager
 from gpu_nova_ext.operator import audit
+from gpu_nova_ext.operator import notifications as rnotify
 from gpu_nova_ext.operator import nova_conf as nova_conf_gen
 from gpu_nova_ext.operator import remediate_daemon
-from gpu_nova_ext.operator import remediation_notifier as rnotify
 from gpu_nova_ext.operator import remediation_policy as policy
 from gpu_nova_ext.state import cache as state_cache
 from gpu_nova_ext.tests import deadline

@@ -127,9 +127,17 @@ class RolloutTest(ops_base.LiveMigrationVGPUTestBase):
         self.assertFalse(os.path.exists(self.state_file))
         self.assertEqual('enabled', self.service('h1')['status'])
 
+        metrics_file = os.path.join(self.dir, 'rollout.prom')
         rc, out = self.gpu(*self.rollout('--max-unavailable', '67%',
-                                         '--target-driver', NEW),
+                                         '--target-driver', NEW,
+                                         '--metrics-file', metrics_file),
                            config=True)
+        with open(metrics_file) as f:
+            metrics = f.read()
+        self.assertIn('gpu_nova_ext_rollout_hosts{step="done",target="570"} '
+                      '3.0', metrics)
+        self.assertIn('gpu_nova_ext_rollout_waves_done{target="570"} 2.0',
+                      metrics)
         lines = out.splitlines()
         # each host: drained, upgraded, undrained, in wave order
         order = [(line.split(':')[0], line.split(':')[1].strip())

@@ -24,10 +24,13 @@ import shlex
 import sys
 
 import fixtures
+from prometheus_client import parser as prom_parser
 import testtools
 
 from gpu_nova_ext import exception
+from gpu_nova_ext.operator import notifications
 from gpu_nova_ext.operator import rollout
+from gpu_nova_ext.operator import rollout_metrics
 from gpu_nova_ext.operator import rollout_run as rr
 from gpu_nova_ext.tests.functional import osc_client
 from gpu_nova_ext.tests.unit.operator import test_rollout as plan_tests
@@ -271,6 +274,7 @@ class TestRunner(testtools.TestCase):
         self.dir = self.useFixture(fixtures.TempDir()).path
         self.path = os.path.join(self.dir, 'state.json')
         self.lines = []
+        self.events = []
         self.now = 0.0
 
     def upgrade(self, fail=()):
@@ -288,8 +292,14 @@ class TestRunner(testtools.TestCase):
                          upgrade=self.upgrade(fail), say=self.lines.append,
                          save=lambda s: rr.save(self.path, s),
                          wait_timeout=10, poll_interval=1,
-                         log_prefix=self.path, clock=lambda: self.now,
-                         sleep=self.sleep)
+                         log_prefix=self.path,
+                         notify=lambda *e: self.events.append(e),
+                         clock=lambda: self.now, sleep=self.sleep)
+
+    def notified(self):
+        """(event type, wave, host or hosts, step, error) of each."""
+        return [(event, p.get('wave'), p.get('host', p.get('hosts')),
+                 p.get('step'), p.get('error')) for event, p in self.events]
 
     def steps(self, host):
         return [line.split(': ', 1)[1] for line in self.lines
@@ -311,6 +321,20 @@ class TestRunner(testtools.TestCase):
         self.assertTrue(rr.load(self.path).finished)
         self.assertEqual('roll-out done: 3 host(s) run driver branch 570',
                          self.lines[-1])
+        # each wave, each host's steps and the end are notified
+        wave, host, end = (notifications.ROLLOUT_WAVE,
+                           notifications.ROLLOUT_HOST,
+                           notifications.ROLLOUT_END)
+        self.assertEqual(
+            [(wave, 1, ['a', 'b'], None, None)] +
+            [(host, 1, h, step, None)
+             for step in (rr.DRAINED, rr.UPGRADED, rr.DONE) for h in 'ab'] +
+            [(wave, 2, ['c'], None, None)] +
+            [(host, 2, 'c', step, None)
+             for step in (rr.DRAINED, rr.UPGRADED, rr.DONE)] +
+            [(end, None, 3, None, None)], self.notified())
+        self.assertEqual({('570', '570.86.10', 2)}, {
+            (p['target'], p['driver'], p['waves']) for _, p in self.events})
 
     def test_failed_upgrade_stops_after_its_wave_mates_come_back(self):
         r, state = plan(['a', 'b'], ['c'])
@@ -324,7 +348,30 @@ class TestRunner(testtools.TestCase):
             '(--resume with the --state-file).' % self.path,
             exc.format_message())
         self.assertEqual({'b'}, cloud.disabled)
+        self.assertEqual([(notifications.ROLLOUT_HOST_ERROR, 1, 'b',
+                           'upgrade', 'upgrade command: exit code 1: '
+                           'upgrading b (output in %s.b.log)' % self.path)],
+                         [e for e in self.notified()
+                          if e[0] == notifications.ROLLOUT_HOST_ERROR])
         saved = rr.load(self.path)
+        metrics = {(m.name, m.labels.get('step')): m.value
+                   for family in prom_parser.text_string_to_metric_families(
+                       rollout_metrics.text(saved, now=1.5))
+                   for m in family.samples}
+        self.assertEqual({
+            ('gpu_nova_ext_rollout_hosts', rr.PENDING): 1.0,
+            ('gpu_nova_ext_rollout_hosts', rr.DRAINED): 1.0,
+            ('gpu_nova_ext_rollout_hosts', rr.UPGRADED): 0.0,
+            ('gpu_nova_ext_rollout_hosts', rr.DONE): 1.0,
+            ('gpu_nova_ext_rollout_failed_hosts', None): 1.0,
+            ('gpu_nova_ext_rollout_waves', None): 2.0,
+            ('gpu_nova_ext_rollout_waves_done', None): 0.0,
+            ('gpu_nova_ext_rollout_last_update_timestamp_seconds',
+             None): 1.5}, metrics)
+        rollout_metrics.write(self.path + '.prom', saved)
+        with open(self.path + '.prom') as f:
+            self.assertIn('gpu_nova_ext_rollout_failed_hosts{target="570"} '
+                          '1.0', f.read())
         self.assertEqual({'a': rr.DONE, 'b': rr.DRAINED, 'c': rr.PENDING},
                          {h: p.step for h, p in saved.hosts.items()})
 
