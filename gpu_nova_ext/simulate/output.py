@@ -57,24 +57,33 @@ def listing(results: list[runner.Result]) -> text_table.Listing:
 
 CSV_FIELDS = ('policy', 'server', 'flavor', 'host', 'gpus', 'error',
               'arrived_pct', 'misplaced', 'gpu_allocation_pct')
-#: with ``remediation:``, a row per move follows the servers' rows
+#: with ``remediation:`` or a ``rollout:`` step, a row per move follows
+#: the servers' rows
 CSV_MOVE_FIELDS = ('record', 'step', 'from_host', 'from_gpus', 'action',
                    'outcome')
+#: with a ``rollout:`` step, a row per wave follows
+CSV_WAVE_FIELDS = ('wave', 'wave_hosts', 'peak_out_pct', 'moved', 'staying',
+                   'failed_boots')
 
 
 def rows(results: list[runner.Result]) -> tuple[tuple, list[list]]:
-    """One row per server (and policy); then one per remediation move.
+    """One row per server (and policy); then one per move; one per wave.
 
-    With ``remediation:`` the rows gain a ``record`` column (``boot`` or
-    ``move``); a move's ``host``/``gpus`` are where the server went and its
-    ``error`` why it did not move.  None where a row has no value (csv
-    writes nothing, the table and ``value`` a ``-``).  A server's
-    ``gpu_allocation_pct`` is the cloud's after its boot: with
-    ``arrived_pct`` the curve of ``--plot``.
+    With ``remediation:`` or a ``rollout:`` step the rows gain a
+    ``record`` column (``boot``, ``move`` or ``wave``); a move's
+    ``host``/``gpus`` are where the server went and its ``error`` why it
+    did not move.  A roll-out adds its moves and a row per wave (its
+    ``step`` the step it started at; ``peak_out_pct`` per pool,
+    ``POOL=PCT`` joined by ``;``, ``staying`` ``SERVER: WHY`` joined by
+    ``;``).  None where a row has no value (csv writes nothing, the table
+    and ``value`` a ``-``).  A server's ``gpu_allocation_pct`` is the
+    cloud's after its boot: with ``arrived_pct`` the curve of ``--plot``.
 
     :returns: the columns and the rows.
     """
-    moves = any(r.moves is not None for r in results)
+    waves = any(r.rollout is not None for r in results)
+    moves = waves or any(r.moves is not None for r in results)
+    wave_pad = [None] * len(CSV_WAVE_FIELDS) if waves else []
     out = []
     for result in results:
         # result.curve has a point per server, in order
@@ -84,16 +93,29 @@ def rows(results: list[runner.Result]) -> tuple[tuple, list[list]]:
                         ' '.join(s.gpus) or None, s.error or None,
                         '%.2f' % s.arrived_pct, s.misplaced or None,
                         '%.2f' % after[i] if i < len(after) else None] +
-                       (['boot'] + [None] * 5 if moves else []))
+                       (['boot'] + [None] * 5 if moves else []) + wave_pad)
         flavors = {s.server: s.flavor for s in result.servers}
-        for m in result.moves or []:
+        rollout = result.rollout
+        for m in (result.moves or []) + (rollout.moves if rollout else []):
             out.append([
                 result.policy, m.server, flavors.get(m.server),
                 m.to_host, ' '.join(m.to_gpus) or None,
                 None if m.outcome == 'moved' else m.why(), None, None,
                 None, 'move', str(m.step), m.host, ' '.join(m.gpus) or None,
-                m.action, m.outcome])
-    return CSV_FIELDS + (CSV_MOVE_FIELDS if moves else ()), out
+                m.action, m.outcome] + wave_pad)
+        for w in rollout.waves if rollout else []:
+            out.append([result.policy] + [None] * (len(CSV_FIELDS) - 1) + [
+                'wave', None if w.started is None else str(w.started)] +
+                [None] * (len(CSV_MOVE_FIELDS) - 2) + [
+                str(w.number), ' '.join(w.hosts),
+                ';'.join('%s=%.2f' % (p, runner.pct(
+                    n, rollout.totals.get(p, 0)))
+                    for p, n in sorted(w.peak_out.items())) or None,
+                str(len(w.moved)),
+                ';'.join('%s: %s' % kv for kv in w.staying.items())
+                or None, str(len(w.failed_boots))])
+    return (CSV_FIELDS + (CSV_MOVE_FIELDS if moves else ()) +
+            (CSV_WAVE_FIELDS if waves else ())), out
 
 
 def to_csv(results: list[runner.Result]) -> str:
@@ -143,7 +165,7 @@ def to_table(results: list[runner.Result]) -> str:
         out += compare_table(results)
         for result in results:
             out += ['', '== policy %s ==' % result.policy]
-            moves = _moves(result)
+            moves = _moves(result) + _rollout(result)
             out += moves + ([''] if moves else []) + _missing(result)
             out += _misplaced(result)
             out += _summary(result)
@@ -154,6 +176,8 @@ def to_table(results: list[runner.Result]) -> str:
     else:
         out += ['%d servers: per-server rows are in --format json or csv.'
                 % len(result.servers)] + _moves(result) + ['']
+    rollout = _rollout(result)
+    out += rollout[1:] + [''] if rollout else []
     if len(result.occupancy) <= MAX_ROWS:
         out += _occupancy(result)
     else:
@@ -458,6 +482,50 @@ def _moves(result: runner.Result) -> list[str]:
     return [''] + text_table.lines(
         ['MOVED SERVER', 'FROM HOST', 'FROM GPU', 'TO HOST', 'TO GPU',
          'HOW, OR WHY NOT'], rows)
+
+
+def _rollout(result: runner.Result) -> list[str]:
+    """A ``rollout:`` step's waves and totals (an empty line first)."""
+    r = result.rollout
+    if r is None:
+        return []
+    rows, details = [], []
+    for w in r.waves:
+        steps = ('not started' if w.started is None else '%d-%s' % (
+            w.started, '' if w.ended is None else w.ended))
+        rows.append([str(w.number), str(len(w.hosts)), steps,
+                     str(len(w.moved)), str(len(w.staying)),
+                     str(len(w.failed_boots))])
+        details.append(
+            [['hosts', ', '.join(w.hosts)]] +
+            [['out', '%s %s' % (p, _out(n, r.totals.get(p, 0)))]
+             for p, n in sorted(w.peak_out.items())] +
+            [['stays', '%s: %s' % kv] for kv in w.staying.items()] +
+            [['left', '%s: %s' % kv] for kv in sorted(w.left.items())])
+    head = ['', 'ROLL-OUT to driver %s, at most %g%% of each GPU pool out '
+            '(step %d)' % (r.driver, r.max_unavailable, r.started)]
+    totals = [['peak out %s' % p, '%s, at most %d' % (
+        _out(n, r.totals.get(p, 0)), r.allowed.get(p, 0))]
+        for p, n in sorted(r.peak_out.items())] + [
+        ['failed boots during the roll-out', str(r.failed_boots)],
+        ['servers moved / staying', '%d / %d' % (
+            sum(len(w.moved) for w in r.waves),
+            sum(len(w.staying) for w in r.waves))],
+        ['hosts upgraded', '%d of %d' % (
+            len(r.upgraded), sum(len(w.hosts) for w in r.waves))],
+        ['finished' if r.stopped is None else 'stopped',
+         'at step %s' % r.finished if r.stopped is None else r.stopped]]
+    totals += [['already on the driver', ', '.join(r.done)]] if r.done else []
+    totals += [['note', n] for n in r.notes]
+    return head + text_table.lines(
+        ['WAVE', 'HOSTS', 'STEPS', 'MOVED', 'STAYING', 'FAILED BOOTS'],
+        rows, details) + [''] + text_table.lines(
+            ['ROLL-OUT TOTALS', ''], totals)
+
+
+def _out(n: int, total: int) -> str:
+    """``16 of 64 (25.0%)``: capacity out of a pool."""
+    return '%d of %d (%.1f%%)' % (n, total, runner.pct(n, total))
 
 
 def _occupancy(result: runner.Result) -> list[str]:

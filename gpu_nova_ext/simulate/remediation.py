@@ -37,6 +37,11 @@ over steps.  Moves still waiting when the scenario's steps end run in extra
 steps.  Unlike the command, the simulator acts by default (``enabled:
 false`` shows what would be done); its nova-compute services never go
 down, so ``evacuate`` moves as ``migrate`` does.
+
+A roll-out's drain (:mod:`gpu_nova_ext.simulate.rollout`) uses a
+Controller of its own: :meth:`Controller.drain` plans every server on the
+host's GPUs with the ``migrate`` policy, as ``openstack gpu host drain
+--migrate`` (:func:`gpu_nova_ext.operator.drain.drain`) does.
 """
 import collections
 
@@ -67,9 +72,11 @@ class Controller:
     hosts, scheduling, meter, clock and server registry.
     """
 
-    def __init__(self, spec: remediation_spec.Spec, sim):
+    def __init__(self, spec: remediation_spec.Spec, sim,
+                 label: str = 'remediation'):
         self.spec = spec
         self.sim = sim
+        self.label = label          # what its progress lines start with
         self.pending: list[policy.Decision] = []
         self.in_flight: collections.Counter = collections.Counter()
         self.moves: list[res.MoveResult] = []
@@ -81,11 +88,31 @@ class Controller:
         trigger = remediate_daemon.trigger_from_health(payload)
         if trigger is None:
             return
+        decisions = self._plan(trigger, self.spec.policy)
+        if not decisions:
+            self.sim.progress('remediation: no server on %s GPU %s (%s)' % (
+                trigger.host, trigger.gpu, trigger.reason))
+        self._queue(decisions)
+
+    def drain(self, host: str, reason: str) -> list[policy.Decision]:
+        """Plan the moves of every server on ``host``'s GPUs and start them.
+
+        As ``openstack gpu host drain --migrate``: the ``migrate`` policy
+        whatever ``[remediation] policy`` says.  Returns the decisions.
+        """
+        trigger = policy.Trigger(host=host, reason='drain: ' + reason,
+                                 source='drain')
+        decisions = self._plan(trigger, 'migrate')
+        self._queue(decisions)
+        return decisions
+
+    def _plan(self, trigger: policy.Trigger,
+              policy_name: str) -> list[policy.Decision]:
+        """The policy's decision for each server of the trigger's GPUs."""
         host = self.sim.hosts[trigger.host]
         found = gpu_consumers.consumers(host.client, trigger.host,
                                         trigger.gpu)
         by_uuid = self.sim.server_names()
-        busy = {d.server for d in self.pending}
         facts = []
         for c in found:
             name = by_uuid.get(c.consumer)
@@ -96,13 +123,14 @@ class Controller:
                 metadata=self.sim.metadata.get(name, {})))
         # the policy orders by server id; the simulator's ids are random,
         # so its servers go by name, for runs that repeat
-        decisions = sorted(policy.decide(
-            trigger, facts, self.spec.policy, compute_up=True,
+        return sorted(policy.decide(
+            trigger, facts, policy_name, compute_up=True,
             passthrough_live=self.spec.passthrough_live_migration),
             key=lambda d: (d.name or '', d.server))
-        if not decisions:
-            self.sim.progress('remediation: no server on %s GPU %s (%s)' % (
-                trigger.host, trigger.gpu, trigger.reason))
+
+    def _queue(self, decisions: list[policy.Decision]) -> None:
+        """Queue the moves (record the rest), start what the limits allow."""
+        busy = {d.server for d in self.pending}
         for d in decisions:
             if d.moves and self.spec.enabled:
                 if d.server in busy:
@@ -170,4 +198,5 @@ class Controller:
         self.moves.append(move)
         LOG.info('remediation %(server)s: %(line)s',
                  {'server': move.server, 'line': move.line()})
-        self.sim.progress('remediation: %s %s' % (move.server, move.line()))
+        self.sim.progress('%s: %s %s' % (self.label, move.server,
+                                         move.line()))

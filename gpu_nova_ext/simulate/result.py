@@ -102,6 +102,95 @@ class MoveResult:
                 'reason': self.why()}
 
 
+def pct(part: float, whole: float) -> float:
+    """``part`` in percent of ``whole`` (0 of nothing)."""
+    return 100.0 * part / whole if whole else 0.0
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class WaveResult:
+    """One wave of a roll-out.
+
+    Design doc: Remediation, drains and driver roll-outs.
+    """
+
+    number: int                      # 1, 2, ...
+    hosts: list[str]
+    #: capacity the plan takes out, by pool (``MODEL mode``)
+    planned: dict[str, int]
+    #: pools this wave takes past the limit (a host alone holds more)
+    over_limit: list[str] = dataclasses.field(default_factory=list)
+    started: int | None = None       # step it started at (None: never)
+    ended: int | None = None         # step its last host came back at
+    #: most capacity out of service at once while it ran, by pool
+    peak_out: dict[str, int] = dataclasses.field(default_factory=dict)
+    moved: list[str] = dataclasses.field(default_factory=list)
+    #: server -> why it stayed on its host (the host waits for it)
+    staying: dict[str, str] = dataclasses.field(default_factory=dict)
+    #: boots that failed while the wave's hosts were out
+    failed_boots: list[str] = dataclasses.field(default_factory=list)
+    #: host -> why it is not back at the end of the run
+    left: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def to_dict(self, totals: dict[str, int]) -> dict[str, Any]:
+        return {'wave': self.number, 'hosts': list(self.hosts),
+                'started_step': self.started, 'ended_step': self.ended,
+                'planned_out': dict(self.planned),
+                'over_limit': list(self.over_limit),
+                'peak_out': {p: {'capacity': n, 'of': totals.get(p, 0),
+                                 'pct': round(pct(n, totals.get(p, 0)), 2)}
+                             for p, n in sorted(self.peak_out.items())},
+                'moved': list(self.moved), 'staying': dict(self.staying),
+                'failed_boots': list(self.failed_boots),
+                'left': dict(self.left)}
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class RolloutResult:
+    """A ``rollout:`` step: its plan, its waves, and what they cost."""
+
+    driver: str
+    max_unavailable: float           # percent
+    started: int = 0                 # the step it was planned at
+    totals: dict[str, int] = dataclasses.field(default_factory=dict)
+    allowed: dict[str, int] = dataclasses.field(default_factory=dict)
+    waves: list[WaveResult] = dataclasses.field(default_factory=list)
+    #: hosts on the target branch already (left out by the plan)
+    done: list[str] = dataclasses.field(default_factory=list)
+    notes: list[str] = dataclasses.field(default_factory=list)
+    moves: list[MoveResult] = dataclasses.field(default_factory=list)
+    #: most capacity out of service at once over the run, by pool
+    peak_out: dict[str, int] = dataclasses.field(default_factory=dict)
+    #: hosts that came back on the target driver
+    upgraded: list[str] = dataclasses.field(default_factory=list)
+    finished: int | None = None      # the step its last wave ended at
+    stopped: str | None = None       # why it stopped before the end
+
+    @property
+    def failed_boots(self) -> int:
+        return sum(len(w.failed_boots) for w in self.waves)
+
+    def peak_pct(self) -> dict[str, float]:
+        """Peak capacity out, in percent of each pool."""
+        return {p: pct(n, self.totals.get(p, 0))
+                for p, n in sorted(self.peak_out.items())}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {'driver': self.driver,
+                'max_unavailable_pct': self.max_unavailable,
+                'started_step': self.started, 'finished_step': self.finished,
+                'stopped': self.stopped, 'capacity': dict(self.totals),
+                'allowed_out': dict(self.allowed),
+                'peak_out_pct': {p: round(v, 2)
+                                 for p, v in self.peak_pct().items()},
+                'failed_boots': self.failed_boots,
+                'upgraded': list(self.upgraded),
+                'already_on_target': list(self.done),
+                'notes': list(self.notes),
+                'waves': [w.to_dict(self.totals) for w in self.waves],
+                'moves': [m.to_dict() for m in self.moves]}
+
+
 @dataclasses.dataclass
 class Occupancy:
     host: str
@@ -156,6 +245,9 @@ class Result:
     moves: list[MoveResult] | None = None
     #: per limit of ``quotas:`` (None: the scenario has none)
     quotas: list[dict] | None = None
+    #: the ``rollout:`` step's (None: the scenario has none, or it was
+    #: never reached)
+    rollout: RolloutResult | None = None
     #: wall-clock and CPU seconds per phase (set-up, steps, occupancy)
     timings: dict[str, float] = dataclasses.field(default_factory=dict)
     cpu: dict[str, float] = dataclasses.field(default_factory=dict)
@@ -187,4 +279,6 @@ class Result:
             out['reservations'] = reservations.summary(self)
         if self.quotas is not None:
             out['quotas'] = self.quotas
+        if self.rollout is not None:
+            out['rollout'] = self.rollout.to_dict()
         return out

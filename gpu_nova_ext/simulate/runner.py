@@ -37,7 +37,9 @@ Phases (each reported through the ``progress`` callback):
    simulation is slow.  The agents' health judges run on the same clock
    (:mod:`gpu_nova_ext.simulate.agent_health`); with ``remediation:``,
    a GPU turning unhealthy moves its servers
-   (:mod:`gpu_nova_ext.simulate.remediation`).
+   (:mod:`gpu_nova_ext.simulate.remediation`); a ``rollout:`` step
+   upgrades hosts in waves while the steps after it run
+   (:mod:`gpu_nova_ext.simulate.rollout`).
 5. **occupancy**: per GPU provider, usage and capacity read back from
    Placement's database in one query, health from the state cache.
 """
@@ -65,6 +67,7 @@ from gpu_nova_ext.simulate import quotas as sim_quotas
 from gpu_nova_ext.simulate import remediation
 from gpu_nova_ext.simulate import reservations as sim_reservations
 from gpu_nova_ext.simulate import result as res
+from gpu_nova_ext.simulate import rollout as sim_rollout
 from gpu_nova_ext.simulate import scenario as scn
 from gpu_nova_ext.simulate import scheduling
 from gpu_nova_ext.simulate import steps as st
@@ -108,6 +111,7 @@ class Simulation:
         self.metadata: dict[str, dict[str, str]] = {}    # name -> metadata
         self.projects: dict[str, str] = {}               # name -> project
         self.remediation = None
+        self.rollout: sim_rollout.Rollout | None = None
         self.sched: scheduling.Scheduling | None = None
         self._judging: set[str] = set()   # hosts whose judge may change
         self._expiry: dict[int, list[str]] = {}          # step -> servers
@@ -303,6 +307,10 @@ class Simulation:
                     % (message.get('kind'), host.name))
         host.last_cast = self.clock.now
 
+    def cast(self, host: sim_host.SimulatedHost) -> None:
+        """Hand the host's state to the scheduler's cache (after a cycle)."""
+        self._cast(self._cache, host)
+
     # -- steps -------------------------------------------------------------
 
     def _tick(self, result: res.Result, cache) -> None:
@@ -314,6 +322,8 @@ class Simulation:
                 self._delete(result, cache, server, expired=True)
         if self.remediation is not None:
             self.remediation.tick()
+        if self.rollout is not None:
+            self.rollout.tick()
         now = self.clock.now
         for name in sorted(self._judging):
             host = self.hosts[name]
@@ -347,6 +357,10 @@ class Simulation:
             self._tick(result, cache)
             if isinstance(step, st.Delete):
                 self._delete_matching(result, cache, step)
+            elif isinstance(step, st.Rollout):
+                self.rollout = sim_rollout.Rollout(step, self)
+                result.rollout = self.rollout.result
+                self.rollout.start()
             else:
                 self._event(result, cache, step)
         self._index = len(self.scenario.steps)
@@ -354,6 +368,13 @@ class Simulation:
             self._workload(result, cache, self.scenario.workload)
         while self.remediation is not None and self.remediation.pending:
             self._tick(result, cache)     # moves still waiting: more steps
+        # a roll-out still running: more steps, while anything can change
+        while self.rollout is not None and self.rollout.active and (
+                not self.rollout.stuck({s for names in self._expiry.values()
+                                        for s in names})):
+            self._tick(result, cache)
+        if self.rollout is not None:
+            self.rollout.finish()
 
     def _workload(self, result: res.Result, cache, work: st.Workload):
         gen = wl.Generator(work, self.meter)
@@ -396,6 +417,8 @@ class Simulation:
         if server.error:
             if not server.quota:         # demand the scheduler never saw
                 self.meter.failed(server, flavor)
+            if self.rollout is not None:
+                self.rollout.boot_failed(server)
             result.curve.append(self.meter.point())
             self.progress('boot %s (%s): %s' % (server.server, server.flavor,
                                                 server.error))

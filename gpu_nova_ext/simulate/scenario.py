@@ -240,6 +240,12 @@ def from_dict(data: Any, path: str,
     scenario.quotas = sim_quotas.parse(src, data.get('quotas'))
     scenario.steps = [steps.parse_step(src, item, i, scenario)
                       for i, item in enumerate(data.get('boots') or [])]
+    rollouts = [s for s in scenario.steps if isinstance(s, steps.Rollout)]
+    if len(rollouts) > 1:
+        # one roll-out at a time, as openstack gpu rollout run
+        raise src.fail('boots[%d].rollout' % rollouts[1].index,
+                       'a second roll-out; a scenario has at most one '
+                       '(give it the hosts of both: hosts: [...])')
     if data.get('workload'):
         scenario.workload = steps.parse_workload(src, data['workload'],
                                                  scenario)

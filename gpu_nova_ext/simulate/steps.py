@@ -25,7 +25,10 @@ step takes ``step_seconds`` of simulated time):
   ``{event: {host, agent: down|up}}`` stops or restarts the host's agent
   (its state then ages out after ``state_ttl``);
 * a delete ``{delete: NAME_OR_PREFIX}`` deletes the server of that name,
-  or every server whose name starts with it.
+  or every server whose name starts with it;
+* a roll-out ``{rollout: {driver, max_unavailable, hosts, model,
+  upgrade_steps}}`` upgrades the GPU driver of the hosts in waves while
+  the steps after it run (:mod:`gpu_nova_ext.simulate.rollout`).
 
 ``workload:`` then generates boots until its stop condition: flavors drawn
 by weight from a seeded random generator, each with an optional lifetime
@@ -42,6 +45,8 @@ from gpu_nova_ext.simulate import schema
 AGENT_STATES = ('down', 'up')
 UNTIL_FIRST_FAILURE = 'first_failure'
 DEFAULT_MAX_SERVERS = 100000
+#: steps one host's driver upgrade takes when ``upgrade_steps`` is not given
+DEFAULT_UPGRADE_STEPS = 3
 
 
 @dataclasses.dataclass
@@ -74,7 +79,20 @@ class Delete:
     index: int = 0
 
 
-Step = Boot | Event | Delete
+@dataclasses.dataclass(kw_only=True, slots=True)
+class Rollout:
+    """A ``rollout:`` step: what ``openstack gpu rollout run`` is given."""
+
+    driver: str                   # the target driver version (or branch)
+    max_unavailable: float        # percent of each GPU pool out at once
+    #: host-name prefixes (None: every GPU host)
+    hosts: list[str] | None = None
+    model: str | None = None      # only hosts with GPUs of this model
+    upgrade_steps: int = DEFAULT_UPGRADE_STEPS
+    index: int = 0
+
+
+Step = Boot | Event | Delete | Rollout
 
 
 @dataclasses.dataclass
@@ -95,6 +113,9 @@ def parse_step(src: schema.Source, item: dict, index: int,
         return _event(src, item['event'], entry + '.event', index, scenario)
     if 'delete' in item:
         return Delete(target=item['delete'], index=index)
+    if 'rollout' in item:
+        return _rollout(src, item['rollout'], entry + '.rollout', index,
+                        scenario)
     return Boot(flavor=_flavor_name(src, item['flavor'], entry + '.flavor',
                                     scenario),
                 count=item.get('count', 1), name=item.get('name'),
@@ -145,6 +166,30 @@ def _event(src: schema.Source, item: dict, entry: str, index: int,
     xids = item.get('xids') or []
     event.xids = list(xids) if isinstance(xids, list) else [xids]
     return event
+
+
+def _rollout(src: schema.Source, item: dict, entry: str, index: int,
+             scenario: Any) -> Rollout:
+    prefixes = item.get('hosts')
+    if isinstance(prefixes, str):
+        prefixes = _split(prefixes)
+    # Not in the schema: which hosts exist depends on hosts:.
+    for i, prefix in enumerate(prefixes or []):
+        if not any(h.name.startswith(prefix) for h in scenario.hosts):
+            shown = [h.name for h in scenario.hosts[:10]]
+            raise src.fail('%s.hosts[%d]' % (entry, i),
+                           'no host name starts with %r (hosts: %s%s); '
+                           'give host-name prefixes' % (
+                               prefix, ', '.join(shown),
+                               ', ...' if len(scenario.hosts) > 10
+                               else ''))
+    return Rollout(driver=str(item['driver']),
+                   max_unavailable=float(item['max_unavailable']),
+                   hosts=list(prefixes) if prefixes else None,
+                   model=item.get('model'),
+                   upgrade_steps=item.get('upgrade_steps',
+                                          DEFAULT_UPGRADE_STEPS),
+                   index=index)
 
 
 def _split(text: str) -> list[str]:
