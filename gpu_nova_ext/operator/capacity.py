@@ -42,8 +42,12 @@ LOG = logging.getLogger(__name__)
 DEFAULT_MAX_SERVERS = snap_mod.FILL_MAX_SERVERS
 #: what capacity does not account for (said with every answer)
 UNACCOUNTED = (
-    "live GPU health and the agents' state (every GPU counts healthy)",
-    'quotas and GPU reservations for projects',
+    "GPU health changes since each agent's last report in Placement, and "
+    "GPU metrics (the GPUs' health traits count; metrics are idle)",
+    'quotas (the count is what the hosts take: openstack gpu explain '
+    "--flavor F --project P says a project's quota), and GPU "
+    'reservations count as kept from the servers counted (they are of no '
+    'project that reserved anything)',
     "the schedulers' own nova.conf (the simulator's filters, weighers "
     'and defaults apply)',
 )
@@ -101,6 +105,8 @@ def scenario_of(snap: snap_mod.Snapshot, flavor: str,
                 max_servers: int) -> dict[str, Any]:
     """The snapshot's scenario filling ``flavor`` until NoValidHost."""
     data = copy.deepcopy(snap.data)
+    # what the hosts take, not what a project may ask (UNACCOUNTED)
+    data.pop('quotas', None)
     data['workload'] = {'flavors': {flavor: 1}, 'until': 'first_failure',
                         'max_servers': max_servers}
     return data
@@ -129,17 +135,9 @@ def fill(snap: snap_mod.Snapshot, flavor: str, aggregates: dict,
     models = {(o.host, o.gpu): o.model for o in result.occupancy}
     replay = len(scenario.steps)
     counts: dict[tuple[str, str], int] = {}
-    moved, failed = [], []
     landed = 0
     for server in result.servers:
-        if server.step < replay:
-            where = snap.placed.get(server.server.rsplit('-', 1)[0])
-            if server.error:
-                failed.append(server.server)
-            elif where is not None and where != server.host:
-                moved.append(server.server)
-            continue
-        if server.error:
+        if server.step < replay or server.error:
             continue
         landed += 1
         model = ','.join(sorted({models.get((server.host, g)) or '?'
@@ -153,23 +151,44 @@ def fill(snap: snap_mod.Snapshot, flavor: str, aggregates: dict,
     if not rows:
         rows = [Row(flavor=flavor, model='-', aggregate=NO_AGGREGATE,
                     fits=0)]
+    notes = replay_notes(snap, result, replay, flavor, 'this capacity is '
+                         'too high', "the count may differ from the cloud's "
+                         'by their fragmentation')
+    if bounded:
+        notes.append('%s: stopped at %d servers (--max-servers): at least '
+                     'that many fit' % (flavor, max_servers))
+    return rows, notes
+
+
+def replay_notes(snap: snap_mod.Snapshot, result, replay: int,
+                 label: str, if_failed: str, if_moved: str) -> list[str]:
+    """What differed when the simulator replayed the current servers.
+
+    ``replay``: the scenario's steps that replay them (boots of the
+    snapshot); ``if_failed``/``if_moved``: what that means for the answer.
+    """
+    moved, failed = [], []
+    for server in result.servers:
+        if server.step >= replay:
+            continue
+        where = snap.placed.get(server.server.rsplit('-', 1)[0])
+        if server.error:
+            failed.append(server.server)
+        elif where is not None and where != server.host:
+            moved.append(server.server)
     notes = []
     if failed:
         notes.append(
             '%s: %d of the %d current servers found no host when replayed '
             '(%s): the cloud holds more than the snapshot could replay, '
-            'this capacity is too high' % (flavor, len(failed), replay,
-                                           ', '.join(failed[:5])))
+            '%s' % (label, len(failed), replay, ', '.join(failed[:5]),
+                    if_failed))
     if moved:
         notes.append(
             '%s: %d of the %d current servers landed on another host than '
-            'they run on when replayed (%s): the count may differ from the '
-            "cloud's by their fragmentation" % (flavor, len(moved), replay,
-                                                ', '.join(moved[:5])))
-    if bounded:
-        notes.append('%s: stopped at %d servers (--max-servers): at least '
-                     'that many fit' % (flavor, max_servers))
-    return rows, notes
+            'they run on when replayed (%s): %s' % (
+                label, len(moved), replay, ', '.join(moved[:5]), if_moved))
+    return notes
 
 
 def host_aggregates(facts: snap_mod.CloudFacts) -> dict[str, list[str]]:

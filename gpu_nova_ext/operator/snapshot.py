@@ -33,6 +33,19 @@ How the cloud maps onto the scenario format:
   (``CUSTOM_GPU_MODEL_*``, ``CUSTOM_GPU_MODE_*``, ``CUSTOM_GPU_DRIVER_*``)
   and the resource classes of the GPU providers (a vGPU pGPU's
   inventory is its number of vGPUs);
+* GPU health: the health traits each agent keeps on its compute node
+  provider (``CUSTOM_GPU_UNHEALTHY_<ADDR>``..., read by
+  :func:`gpu_nova_ext.operator.live_state.placement_states`): a GPU that
+  is not healthy is its own GPU kind with that ``health:``;
+* GPU reservations: a GPU whose providers carry a project's
+  ``CUSTOM_GPU_RESERVED_*`` trait is a ``reservations:`` entry of that
+  project, a host in an aggregate kept for one project
+  (``filter_tenant_id``) a whole-host entry;
+* GPU quotas: Keystone's unified limits of Nova's GPU resource classes
+  (registered limits as defaults, project limits), the ``quotas:``
+  section, for the classes the snapshot's hosts offer;
+* the simulated GPUs have the simulator's PCI addresses (hostgen lays
+  them out); :attr:`Snapshot.addresses` maps them back to the cloud's;
 * current servers: ``boots:`` of their flavors in the order they were
   created.  The format cannot pin a server to a host, so the simulator
   schedules them again; :mod:`gpu_nova_ext.operator.capacity` compares
@@ -45,16 +58,24 @@ import dataclasses
 import datetime
 import math
 import re
+import types
 from typing import Any
 
+from oslo_log import log as logging
 import yaml
 
 from gpu_nova_ext import exception
 from gpu_nova_ext import naming
 from gpu_nova_ext.operator import audit
+from gpu_nova_ext.operator import live_state
 from gpu_nova_ext.operator import nova_actions
+from gpu_nova_ext.operator import quota as op_quota
 from gpu_nova_ext.operator import reservation
+from gpu_nova_ext.operator import reservation_hosts
 from gpu_nova_ext.scheduler import request
+from gpu_nova_ext.state import schema as state_schema
+
+LOG = logging.getLogger(__name__)
 
 #: the scenario's name pattern and length (simulate/scenario_schema.yaml,
 #: $defs/name)
@@ -66,17 +87,21 @@ BOOT_NAME_MAX = 56
 _VGPU_CLASSES = ('VGPU',)
 #: what a snapshot never holds, whatever the cloud (the header says it)
 NOT_REPRESENTED = (
-    "GPU health and metrics: the agents' live state is not read; every "
-    'GPU is simulated healthy',
-    'GPU reservations (CUSTOM_GPU_RESERVED_*), quotas and the '
-    "schedulers' nova.conf (filters, weighers, multipliers): the "
-    "simulator's defaults apply",
+    "GPU metrics (utilization, temperature, power) and health older than "
+    "the agents' last report in Placement: GPUs are as healthy as their "
+    'health traits say, with idle metrics',
+    "the schedulers' nova.conf (filters, weighers, multipliers) and "
+    "whether Nova enforces unified limits ([quota] driver): the "
+    "simulator's defaults apply, quotas are enforced",
     'vGPU type names (not in Placement): each vGPU GPU gets the type '
     'snapshot-vgpu with its inventory as instances',
     'allocations of consumers that are not servers with a host '
     '(migrations in progress)',
+    'quota limits on anything but GPU resource classes (servers, VCPU, '
+    '...): unlimited in the simulator',
 )
 SNAPSHOT_VGPU_TYPE = 'snapshot-vgpu'
+HEALTHY = state_schema.HEALTH_STATES[0]
 #: most servers the snapshot's workload (and a capacity fill) boots
 FILL_MAX_SERVERS = 1000
 _COMPUTE_CLASSES = ('VCPU', 'MEMORY_MB', 'DISK_GB')
@@ -105,6 +130,17 @@ class FlavorFact:
 
 
 @dataclasses.dataclass(kw_only=True, slots=True)
+class LimitFacts:
+    """Keystone's unified limits of Nova's service."""
+
+    #: resource name (``class:<RC>``, ``servers``...) -> default limit
+    registered: dict[str, int] = dataclasses.field(default_factory=dict)
+    #: project id -> resource name -> limit
+    projects: dict[str, dict[str, int]] = dataclasses.field(
+        default_factory=dict)
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
 class CloudFacts:
     """What :func:`collect` read; :func:`build` needs nothing else."""
 
@@ -115,6 +151,13 @@ class CloudFacts:
     flavors: list[FlavorFact]
     #: aggregate name -> (hosts, metadata)
     aggregates: dict[str, tuple[list[str], dict[str, str]]]
+    #: root provider uuid -> resource class -> used
+    root_usages: dict[str, dict[str, int]] = dataclasses.field(
+        default_factory=dict)
+    #: None: not read (the reason is in ``unread``)
+    limits: LimitFacts | None = None
+    #: what could not be read, one line each
+    unread: list[str] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass(kw_only=True, slots=True)
@@ -127,6 +170,9 @@ class Snapshot:
     dropped: list[str]
     #: boot name prefix (``boots[].name``) -> the host it runs on now
     placed: dict[str, str]
+    #: host -> simulated GPU PCI address -> the cloud's
+    addresses: dict[str, dict[str, str]] = dataclasses.field(
+        default_factory=dict)
 
 
 # -- reading the cloud --------------------------------------------------
@@ -139,12 +185,15 @@ def collect(placement, conn) -> CloudFacts:
     servers and the private flavors).
     """
     providers = audit.collect(placement)
-    roots = {}
+    roots, root_usages = {}, {}
     for view in providers:
         if view.parent_uuid is None:
+            base = '/resource_providers/%s' % view.uuid
             roots[view.uuid] = placement.get(
-                '/resource_providers/%s/inventories' % view.uuid,
+                base + '/inventories',
                 version=audit.PROVIDERS_VERSION)['inventories']
+            root_usages[view.uuid] = placement.get(
+                base + '/usages', version=audit.PROVIDERS_VERSION)['usages']
     servers = []
     for server in nova_actions.call(conn, 'servers', details=True,
                                     all_projects=True):
@@ -170,9 +219,36 @@ def collect(placement, conn) -> CloudFacts:
     aggregates = {
         agg.name: (list(agg.hosts or ()), dict(agg.metadata or {}))
         for agg in nova_actions.call(conn, 'aggregates')}
+    limits, unread = read_limits(conn)
     return CloudFacts(providers=providers, root_inventories=roots,
                       servers=servers, flavors=flavors,
-                      aggregates=aggregates)
+                      aggregates=aggregates, root_usages=root_usages,
+                      limits=limits, unread=unread)
+
+
+def read_limits(conn) -> tuple[LimitFacts | None, list[str]]:
+    """Keystone's unified limits of Nova's service, or why not read.
+
+    A cloud without unified limits (or a clouds.yaml that cannot reach
+    Keystone's limits API) gives None and one line saying so.
+    """
+    from keystoneauth1 import exceptions as ks_exc
+    from openstack import exceptions as sdk_exc
+
+    from gpu_nova_ext.operator import quota_keystone
+    try:
+        store = quota_keystone.LimitStore(conn)
+        limits = LimitFacts(registered={
+            name: r.default_limit for name, r in store.registered().items()})
+        for lim in store.project_limits():
+            limits.projects.setdefault(lim.project_id, {})[
+                lim.resource_name] = lim.resource_limit
+    except (exception.GpuNovaExtException, sdk_exc.SDKException,
+            ks_exc.ClientException) as exc:
+        LOG.debug('snapshot: no unified limits read: %s', exc)
+        return None, ['GPU quotas: Keystone\'s unified limits were not '
+                      'read (%s)' % str(exc).splitlines()[0][:200]]
+    return limits, []
 
 
 # -- the pure part --------------------------------------------------------
@@ -240,12 +316,35 @@ def _physical_gpus(gpu_views: list[audit.ProviderView]
     return out
 
 
-def _gpu_kinds(host: str, gpu_views: list[audit.ProviderView],
-               dropped: list[str]) -> tuple[list[dict], dict[str, Any]]:
-    """The ``gpus:`` kinds of one host and the host keys they need."""
-    from gpu_nova_ext.simulate import hostgen
+@dataclasses.dataclass(kw_only=True, slots=True)
+class _HostGpus:
+    """What :func:`_gpu_kinds` makes of one host's GPU providers."""
 
+    kinds: list[dict]
+    #: host keys the kinds need (``vgpu_resource_class``...)
+    extra: dict[str, Any]
+    #: simulated PCI address -> the cloud's
+    addresses: dict[str, str]
+    #: simulated PCI address -> the project its GPU is reserved for
+    reserved: dict[str, str]
+
+
+def _gpu_kinds(host: str, gpu_views: list[audit.ProviderView],
+               dropped: list[str], health: dict[str, str] | None = None
+               ) -> _HostGpus:
+    """The ``gpus:`` kinds of one host and what goes with them.
+
+    :param health: provider uuid -> the health state its GPU's agent
+        published (healthy when absent).
+    """
+    from gpu_nova_ext.simulate import hostgen
+    from gpu_nova_ext.simulate import schema
+
+    health = health or {}
     counts: dict[tuple, int] = collections.Counter()
+    #: kind key -> (cloud address, reserved for) per physical GPU
+    gpus_of: dict[tuple, list[tuple[str, str | None]]] = (
+        collections.defaultdict(list))
     extra: dict[str, Any] = {}
     for mode, views in _physical_gpus(gpu_views):
         names = ', '.join(v.name for v in views)
@@ -262,25 +361,44 @@ def _gpu_kinds(host: str, gpu_views: list[audit.ProviderView],
         total = sum(v.inventories[c]['total'] for v in views
                     for c in audit.gpu_classes(v))
         driver = _driver({t for v in views for t in v.traits})
+        # the worst health of its providers ('' healthy: keys sort)
+        state = max((health.get(v.uuid, HEALTHY) for v in views),
+                    key=state_schema.HEALTH_RANK.get)
+        state = '' if state == HEALTHY else state
+        owner = next((p for v in views for t in sorted(v.traits)
+                      for p in [naming.reservation_project(t)] if p), None)
+        address = (audit.provider_address(views[0].name)
+                   or views[0].name)
         if mode != 'passthrough':
             if classes[0] not in _VGPU_CLASSES:
                 extra.setdefault('vgpu_resource_class', classes[0])
-            counts[(model, mode, total, driver)] += 1
+            key = (model, mode, total, driver or '', state)
+            counts[key] += 1
+            gpus_of[key].append((address, owner))
             continue
         vendor, device = hostgen.PCI_ID_OF_MODEL[model]
         if classes[0] != 'CUSTOM_PCI_%s_%s' % (vendor.upper(),
                                                device.upper()):
             extra.setdefault('pci_resource_class', classes[0])
         # one provider per GPU, or one holding a model's GPUs
-        counts[(model, mode, 1, driver)] += total
+        key = (model, mode, 1, driver or '', state)
+        counts[key] += total
+        if owner:
+            dropped.append('%s: passthrough GPU %s is reserved for project '
+                           '%s, which a snapshot does not write (PCI '
+                           'providers: reserve the whole host)'
+                           % (host, address, owner))
+        gpus_of[key] += [(address, None)] * (total if total == 1 else 0)
     if len({k[1] == 'passthrough' for k in counts}) > 1:
         for key in [k for k in counts if k[1] == 'passthrough']:
             dropped.append('%s: %d passthrough %s GPU(s) beside vGPU ones '
                            '(a simulated host offers its GPUs one way)'
                            % (host, counts.pop(key), key[0]))
+            gpus_of.pop(key, None)
         extra.pop('pci_resource_class', None)
     kinds = []
-    for (model, mode, total, driver), count in sorted(counts.items()):
+    for (model, mode, total, driver, state), count in sorted(
+            counts.items()):
         kind: dict[str, Any] = {'model': model, 'count': count,
                                 'mode': mode}
         if mode != 'passthrough':
@@ -288,8 +406,25 @@ def _gpu_kinds(host: str, gpu_views: list[audit.ProviderView],
                         vgpu_instances=total)
         if driver:
             kind['driver_version'] = driver
+        if state:
+            kind['health'] = state
         kinds.append(kind)
-    return kinds, extra
+    out = _HostGpus(kinds=kinds, extra=extra, addresses={}, reserved={})
+    if not kinds:
+        return out
+    # the simulator's addresses, as hostgen lays the kinds out
+    simulated = iter(hostgen.parse(schema.Source('<snapshot>'), kinds,
+                                   'gpus').facts)
+    for key in sorted(counts):
+        cloud_gpus = iter(gpus_of.get(key, ()))
+        for _ in range(counts[key]):
+            sim = next(simulated)
+            address, owner = next(cloud_gpus, (None, None))
+            if address is not None:
+                out.addresses[sim] = address
+            if owner is not None:
+                out.reserved[sim] = owner
+    return out
 
 
 def _driver(traits) -> str | None:
@@ -299,7 +434,7 @@ def _driver(traits) -> str | None:
     return None
 
 
-def _flavor_entry(name: str, vcpus, ram, disk, specs: dict) -> dict:
+def flavor_entry(name: str, vcpus, ram, disk, specs: dict) -> dict:
     entry: dict[str, Any] = {'name': name, 'vcpus': int(vcpus),
                              'ram_mb': int(ram), 'disk_gb': int(disk or 0)}
     if specs:
@@ -325,8 +460,15 @@ def build(facts: CloudFacts, taken_at: str) -> Snapshot:
         for host in hosts:
             member_of[host][agg] = {str(k): str(v)
                                     for k, v in metadata.items()}
+    health: dict[str, str] = {}
+    for state in live_state.placement_states(facts.providers).values():
+        for gpu in state['gpus']:
+            for rp in gpu['provider_uuids']:
+                health[rp] = gpu['health']['state']
     hosts = []
     gpu_lists: dict[str, list] = {}
+    addresses: dict[str, dict[str, str]] = {}
+    reservations: list[dict] = []
     for view in sorted(facts.providers, key=lambda v: v.name):
         inv = facts.root_inventories.get(view.uuid)
         if view.parent_uuid is not None or not inv or 'VCPU' not in inv:
@@ -349,19 +491,31 @@ def build(facts: CloudFacts, taken_at: str) -> Snapshot:
                                                    1.0)),
             'memory_mb': max(offered(inv.get('MEMORY_MB')), 1),
             'disk_gb': max(offered(inv.get('DISK_GB')), 1)}
-        kinds, extra = _gpu_kinds(name, by_parent.get(view.uuid, []),
-                                  dropped)
-        entry.update(extra)
-        if kinds:
+        gpus = _gpu_kinds(name, by_parent.get(view.uuid, []), dropped,
+                          health)
+        entry.update(gpus.extra)
+        if gpus.kinds:
             # one list per kind of GPUs: YAML writes it once, anchored
             entry['gpus'] = gpu_lists.setdefault(
-                yaml.safe_dump(kinds, sort_keys=True), kinds)
+                yaml.safe_dump(gpus.kinds, sort_keys=True), gpus.kinds)
         else:
             entry.update(nova_gpu_mode='none',
                          libvirt_xml_inline='<node></node>')
         if member_of.get(name):
             entry['aggregates'] = member_of[name]
         hosts.append(entry)
+        addresses[name] = gpus.addresses
+        for sim, project in sorted(gpus.reserved.items()):
+            if _project_ok(project):
+                reservations.append({'project': project, 'host': name,
+                                     'gpu': sim})
+            else:
+                dropped.append('%s: GPU %s reserved for %r, not a '
+                               'project id a scenario takes' % (
+                                   name, gpus.addresses.get(sim, sim),
+                                   project))
+        reservations += _host_reservations(name, member_of.get(name) or {},
+                                           dropped)
     if not hosts:
         raise exception.InvalidArgument(
             argument='cloud', value='Placement',
@@ -375,8 +529,8 @@ def build(facts: CloudFacts, taken_at: str) -> Snapshot:
             dropped.append('flavor %s: its name is not a scenario name'
                            % flavor.name)
             continue
-        flavors[name] = _flavor_entry(name, flavor.vcpus, flavor.ram,
-                                      flavor.disk, flavor.extra_specs)
+        flavors[name] = flavor_entry(name, flavor.vcpus, flavor.ram,
+                                     flavor.disk, flavor.extra_specs)
     known = {h['name'] for h in hosts}
     boots, placed, used = [], {}, set()
     without_host = 0
@@ -399,7 +553,7 @@ def build(facts: CloudFacts, taken_at: str) -> Snapshot:
             continue
         if name not in flavors:
             # deleted since: the server's own copy
-            flavors[name] = _flavor_entry(
+            flavors[name] = flavor_entry(
                 name, server.flavor['vcpus'], server.flavor['ram'],
                 server.flavor['disk'], server.flavor['extra_specs'])
         prefix = _boot_prefix(server.name, used)
@@ -419,6 +573,11 @@ def build(facts: CloudFacts, taken_at: str) -> Snapshot:
         'hosts': hosts,
         'flavors': list(flavors.values()),
     }
+    if reservations:
+        data['reservations'] = reservations
+    quotas = _quotas(facts, hosts, dropped)
+    if quotas:
+        data['quotas'] = quotas
     if boots:
         data['boots'] = boots
     gpu_flavors = {n: 1 for n, f in flavors.items()
@@ -432,8 +591,76 @@ def build(facts: CloudFacts, taken_at: str) -> Snapshot:
         dropped.append('%d server(s) without a host (ERROR or not '
                        'scheduled) hold nothing and are left out'
                        % without_host)
+    dropped += facts.unread
     return Snapshot(data=data, taken_at=taken_at, dropped=dropped,
-                    placed=placed)
+                    placed=placed, addresses=addresses)
+
+
+def _host_reservations(host: str, aggregates: dict[str, dict],
+                       dropped: list[str]) -> list[dict]:
+    """Whole-host ``reservations:`` of the aggregates kept for a project.
+
+    Nova's AggregateMultiTenancyIsolation reads ``filter_tenant_id*``
+    (:func:`~gpu_nova_ext.operator.reservation_hosts.tenants`); the
+    scenario holds one project per host.
+    """
+    projects: set[str] = set()
+    for metadata in aggregates.values():
+        projects |= reservation_hosts.tenants(
+            types.SimpleNamespace(metadata=metadata))
+    if not projects:
+        return []
+    if len(projects) > 1 or not _project_ok(next(iter(projects))):
+        dropped.append('host %s: kept for projects %s by aggregate '
+                       'metadata, which a scenario cannot hold (one '
+                       'project id per host)' % (host, ', '.join(
+                           sorted(projects))))
+        return []
+    return [{'project': projects.pop(), 'host': host}]
+
+
+def _quotas(facts: CloudFacts, hosts: list[dict],
+            dropped: list[str]) -> list[dict]:
+    """The ``quotas:`` of Keystone's limits on the hosts' GPU classes.
+
+    Limits of other resources (``servers``, ``class:VCPU``...) are not
+    written (:data:`NOT_REPRESENTED`); limits of GPU classes the
+    scenario's hosts do not offer, and limits of 0 (the simulator has no
+    Keystone to tell one from a missing limit), are said, not written.
+    """
+    if facts.limits is None:
+        return []
+    offered = {h[key] for h in hosts for key in (
+        'vgpu_resource_class', 'pci_resource_class') if key in h}
+    out: list[dict] = []
+    skipped: set[str] = set()
+    rows = [(None, name, limit) for name, limit in sorted(
+        facts.limits.registered.items())]
+    rows += [(project, name, limit)
+             for project, limits in sorted(facts.limits.projects.items())
+             for name, limit in sorted(limits.items())]
+    for project, name, limit in rows:
+        rc = name[len('class:'):] if name.startswith('class:') else None
+        if rc is None or op_quota.classify(rc) is None:
+            continue                 # not a GPU's: no GPU rule reads it
+        if rc not in offered:
+            skipped.add(name)
+            continue
+        if project is None and limit == op_quota.UNLIMITED:
+            continue                 # the simulator's own default
+        where = 'project %s' % project if project else 'the default'
+        if limit == 0 or (project is not None and not _project_ok(project)):
+            dropped.append('GPU quota of %s on %s (%d): a scenario cannot '
+                           'hold it' % (where, name, limit))
+            continue
+        entry: dict[str, Any] = {'model': rc, 'limit': limit}
+        if project is not None:
+            entry = {'project': project, **entry}
+        out.append(entry)
+    for name in sorted(skipped):
+        dropped.append('GPU quota on %s: no host of the snapshot offers '
+                       'that class by that name' % name)
+    return out
 
 
 def _project_ok(project_id: str) -> bool:
@@ -466,6 +693,12 @@ def header(snap: Snapshot, cloud: str) -> str:
         'may put some elsewhere than they run (openstack gpu capacity',
         'says how many).',
         'workload: the GPU flavors, filled until the first NoValidHost.',
+        "GPU health: the health traits each agent keeps on its host's",
+        'provider (a GPU that is not healthy is a GPU kind of its own);',
+        'reservations: GPUs with a CUSTOM_GPU_RESERVED_* trait and hosts',
+        'in an aggregate kept for one project; quotas: Keystone unified',
+        "limits on the hosts' GPU classes. The simulated GPUs have the",
+        "simulator's PCI addresses, not the cloud's.",
         '',
         'Not represented:',
     ]

@@ -14,13 +14,96 @@
 
 The filters and weighers ``[filter_scheduler]`` names, run by Nova's own
 handlers, recording what each did so that the output can say why a host
-won.
+won, and (for ``openstack gpu explain``) why each other host lost: the
+filter that removed it and, for our GPU filters, the GPUs whose facts
+failed the request's constraint, judged by the filter's own
+``fact_passes``.
 """
+import dataclasses
 import random
 
 from oslo_config import cfg
 
 from gpu_nova_ext.simulate import scenario as scn
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class Removal:
+    """Why one filter removed one host."""
+
+    filter: str
+    #: what the request needs, in the filter's words (``describe``), or
+    #: the first line of a Nova filter's docstring
+    need: str
+    #: (PCI addresses, what they have) of the GPUs that failed
+    failing: list[tuple[list[str], str]] = dataclasses.field(
+        default_factory=list)
+
+
+def _first_line(cls) -> str:
+    doc = (cls.__doc__ or '').strip()
+    return doc.splitlines()[0].strip() if doc else ''
+
+
+def _fact_text(family: str, fact) -> str:
+    """One GPU fact of a filter family, as a reason says it."""
+    from gpu_nova_ext.state import records
+    from gpu_nova_ext.state import schema
+    if family == records.FAMILY_MODEL:
+        vendor, model, mode, vgpu_types = fact
+        return 'model %s (%s, %s%s)' % (
+            model or '?', vendor or '?', mode or '?',
+            ', vGPU type %s' % ','.join(sorted(vgpu_types))
+            if vgpu_types else '')
+    if family == records.FAMILY_MEMORY:
+        return '%s MiB' % ('?' if fact is None else fact)
+    if family == records.FAMILY_CAPABILITY:
+        return 'CUDA %s, driver %s' % tuple(
+            '.'.join(map(str, v)) if v else '?' for v in fact)
+    if family == records.FAMILY_HEALTH:
+        return schema.HEALTH_STATES[fact] if 0 <= fact < len(
+            schema.HEALTH_STATES) else 'health rank %s' % fact
+    if family == records.FAMILY_RESERVATION:
+        return 'reserved for project %s' % fact
+    return str(fact)
+
+
+def gpu_removal(filter_obj, host_state, spec_obj) -> Removal:
+    """Why one of our GPU filters removed ``host_state``.
+
+    The request's constraint and the host's GPU facts as the filter saw
+    them (the request's context and the host's state record), each fact
+    judged by the filter's ``fact_passes``: no rule is repeated here.
+    """
+    from gpu_nova_ext.scheduler import context as request_context
+    name = type(filter_obj).__name__
+    ctx = request_context.request_context(spec_obj)
+    errors = ctx.request.errors_for(name)
+    if errors:
+        return Removal(filter=name, need="valid gpu: extra specs (%s)" % (
+            '; '.join('%s=%s: %s' % (e.key, e.value, e.reason)
+                      for e in errors)))
+    record = ctx.record(host_state)
+    if record is None:
+        return Removal(filter=name, need='live GPU state of the host '
+                       '(none within [gpu_scheduler] state_ttl)')
+    constraint = filter_obj.request_constraint(ctx)
+    out = Removal(filter=name, need=filter_obj.describe(constraint))
+    family = getattr(filter_obj, 'FAMILY', '')
+    try:
+        groups = list(filter_obj.fact_groups(record))
+        for fact, providers in groups:
+            if filter_obj.fact_passes(fact, constraint):
+                continue
+            addresses = sorted({record.by_provider[rp].pci_address
+                                for rp in providers
+                                if rp in record.by_provider})
+            out.failing.append((addresses, _fact_text(family, fact)))
+    except (NotImplementedError, KeyError, TypeError):
+        # a filter that judges candidates, not one fact per GPU
+        # (GpuTopologyFilter): what it needs says it
+        pass
+    return out
 
 
 def load_scheduler(scenario: scn.Scenario,
@@ -73,6 +156,12 @@ class Scheduler:
                     'filter %r is enabled but not available (available: %s)'
                     % (name, ', '.join(sorted(by_name))))
             self.filters.append(self._recording_filter(by_name[name])())
+        #: host -> why it was removed (kept only while ``explaining``)
+        self.explaining = False
+        self.removals: dict[str, Removal] = {}
+        #: the filtered hosts by weight, best first (the last select)
+        self.ranked: list[str] = []
+        self.total_weights: dict[str, float] = {}
         self.weight_handler = weights.HostWeightHandler()
         self.weight_log: dict[str, dict[str, float]] = {}
         self.weighers = [
@@ -81,8 +170,11 @@ class Scheduler:
                 conf.filter_scheduler.weight_classes)]
 
     def _recording_filter(self, cls):
+        from gpu_nova_ext.scheduler import filtering
         log = self.filter_log
         pruned = self.pruned
+        sched = self
+        ours = issubclass(cls, filtering.GpuFilter)
 
         def providers(candidates):
             return {rp for cand in candidates for rp in cand['allocations']}
@@ -97,8 +189,14 @@ class Scheduler:
                 return None
             after = list(result)
             kept = {id(h) for h in after}
-            log.append((cls.__name__,
-                        [h.host for h in before if id(h) not in kept]))
+            removed = [h for h in before if id(h) not in kept]
+            log.append((cls.__name__, [h.host for h in removed]))
+            if sched.explaining:
+                for host in removed:
+                    sched.removals[host.host] = (
+                        gpu_removal(inner, host, spec_obj) if ours else
+                        Removal(filter=cls.__name__,
+                                need=_first_line(cls)))
             for host in after:
                 old = had[id(host)]
                 if len(old) == len(host.allocation_candidates):
@@ -144,6 +242,9 @@ class Scheduler:
         self.filter_log.clear()
         self.pruned.clear()
         self.weight_log.clear()
+        self.removals.clear()
+        self.ranked = []
+        self.total_weights = {}
         filtered = self.filter_handler.get_filtered_objects(
             self.filters, hosts, spec, index)
         if not filtered:
@@ -155,6 +256,7 @@ class Scheduler:
             random.shuffle(best)
             weighed = best + weighed[len(best):]
         ordered = [w.obj for w in weighed]
+        self.ranked = [w.obj.host for w in weighed]
         self.total_weights = {w.obj.host: w.weight for w in weighed}
         subset = ordered[:self.conf.filter_scheduler.host_subset_size]
         chosen = random.choice(subset)

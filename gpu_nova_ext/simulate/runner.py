@@ -97,8 +97,12 @@ class Simulation:
     def __init__(self, scenario: scn.Scenario,
                  progress: Progress | None = None,
                  bar: Callable[..., Any] | None = None,
-                 name: str | None = None):
+                 name: str | None = None,
+                 after_steps: Callable[['Simulation'], None] | None = None):
         self.scenario = scenario
+        #: called when the steps are played, while Placement still runs
+        #: (``openstack gpu explain`` asks one more request there)
+        self.after_steps = after_steps
         self.progress = progress or (lambda line: None)
         self.bar = bar
         self.name = name
@@ -375,6 +379,8 @@ class Simulation:
             self._tick(result, cache)
         if self.rollout is not None:
             self.rollout.finish()
+        if self.after_steps is not None:
+            self.after_steps(self)
 
     def _workload(self, result: res.Result, cache, work: st.Workload):
         gen = wl.Generator(work, self.meter)

@@ -23,7 +23,13 @@ Placement returned, the filter and weight handlers, the claim, and
 Like Nova's HostManager, HostStates are kept between requests and rebuilt
 from the host's ComputeNode record only when the host changed (a server
 built or deleted there).
+
+:meth:`Scheduling.explain` runs one request down the same path without
+claiming (``openstack gpu explain``): what Placement offered, which
+filter removed each other host and why, and the ranking with each
+weigher's share.
 """
+import dataclasses
 import uuid
 
 from oslo_log import log as logging
@@ -35,6 +41,35 @@ from gpu_nova_ext.simulate import result as res
 from gpu_nova_ext.simulate import scenario as scn
 
 LOG = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class Explanation:
+    """One request through the scheduling path, not claimed."""
+
+    #: nova-api's quota refusal (Nova's message), None when it passes
+    quota: str | None = None
+    #: the Placement query's resources (resource class -> amount)
+    resources: dict[str, int] = dataclasses.field(default_factory=dict)
+    required_traits: set[str] = dataclasses.field(default_factory=set)
+    forbidden_traits: set[str] = dataclasses.field(default_factory=set)
+    #: required aggregates (Nova's request filters), lists of UUIDs any of
+    member_of: list[list[str]] = dataclasses.field(default_factory=list)
+    #: hosts Placement returned a candidate for
+    offered: list[str] = dataclasses.field(default_factory=list)
+    #: how many candidates Placement returned, and Nova's limit on them
+    candidates: int = 0
+    limit: int = 0
+    #: host -> the filter that removed it and why
+    removed: dict = dataclasses.field(default_factory=dict)
+    #: hosts that passed every filter, best first
+    ranked: list[str] = dataclasses.field(default_factory=list)
+    #: host -> weigher -> normalized weight x multiplier
+    weights: dict[str, dict[str, float]] = dataclasses.field(
+        default_factory=dict)
+    totals: dict[str, float] = dataclasses.field(default_factory=dict)
+    #: hosts offered whose GPU state the scheduler's cache lacked
+    missing_state: list[str] = dataclasses.field(default_factory=list)
 
 
 class Scheduling:
@@ -103,6 +138,77 @@ class Scheduling:
         self.changed(host.name)
         return host, instance_uuid
 
+    def explain(self, flavor: scn.Flavor,
+                project: str | None = None) -> Explanation:
+        """Run one request of ``flavor`` through scheduling, unclaimed.
+
+        nova-api's quota check (when the scenario has ``quotas:``), then
+        the request spec, Nova's request filters, the Placement query and
+        the filter and weight handlers, as :meth:`boot` runs them; a
+        quota refusal is said and the hosts are still judged.
+        """
+        out = Explanation()
+        spec = nova_request.request_spec(self.ctx, flavor,
+                                         str(uuid.uuid4()))
+        if project:
+            spec.project_id = project
+        if self.quotas is not None:
+            out.quota = self.quotas.check(spec)
+        nova_request.prefilter(self.ctx, spec)
+        resources = nova_request.resource_request(self.ctx, spec)
+        out.resources = dict(resources.merged_resources())
+        out.required_traits = set(resources.all_required_traits)
+        # ResourceRequest keeps its groups by suffix (no public list)
+        for group in getattr(resources, '_rg_by_id', {}).values():
+            out.forbidden_traits |= set(group.forbidden_traits or ())
+        if spec.obj_attr_is_set('requested_destination') and (
+                spec.requested_destination is not None and
+                spec.requested_destination.obj_attr_is_set('aggregates')):
+            out.member_of = [a.split(',') for a in (
+                spec.requested_destination.aggregates or ())]
+        out.limit = self.scheduler.conf.scheduler.max_placement_results
+        answer = self.client.get_allocation_candidates(self.ctx, resources)
+        alloc_reqs, summaries, _version = answer or (None, None, None)
+        if not alloc_reqs:
+            return out
+        out.candidates = len(alloc_reqs)
+        states = self._host_states(alloc_reqs, summaries)
+        out.offered = [s.host for s in states]
+        out.missing_state = list(self.missing_state)
+        sched = self.scheduler
+        sched.explaining = True
+        try:
+            sched.select(states, spec)
+            out.removed = dict(sched.removals)
+        finally:
+            sched.explaining = False
+            sched.removals.clear()
+        out.ranked = list(sched.ranked)
+        out.totals = dict(sched.total_weights)
+        out.weights = {h: dict(w) for h, w in sched.weight_log.items()}
+        # nothing consumed: the HostStates stay (the next request sets
+        # their candidates afresh, as for a boot)
+        return out
+
+    def _host_states(self, alloc_reqs: list, summaries: dict) -> list:
+        """A HostState per host Placement offered, with its candidates."""
+        by_root: dict[str, list] = {}
+        roots = self._roots()
+        for ar in alloc_reqs:
+            for rp in ar['allocations']:
+                if rp in roots:
+                    by_root.setdefault(rp, []).append(ar)
+        states = []
+        oldest = self.cache.oldest_live()
+        self.missing_state = []
+        for root, host in roots.items():
+            if root in summaries:
+                states.append(self._state(host, by_root.get(root, [])))
+                record = self.cache.host_record(host.name)
+                if record is None or record.received_at < oldest:
+                    self.missing_state.append(host.name)
+        return states
+
     def move(self, instance_uuid: str, flavor: scn.Flavor, source,
              cold: bool = False, project: str | None = None):
         """Migrate a server off ``source`` through the scheduler.
@@ -159,20 +265,7 @@ class Scheduling:
             return None, None, None, (
                 'No valid host: Placement has no allocation candidate for '
                 '%s' % _describe(resources))
-        by_root: dict[str, list] = {}
-        roots = self._roots()
-        for ar in alloc_reqs:
-            for rp in ar['allocations']:
-                if rp in roots:
-                    by_root.setdefault(rp, []).append(ar)
-        states = []
-        oldest = self.cache.oldest_live()
-        for root, host in roots.items():
-            if root in summaries:
-                states.append(self._state(host, by_root.get(root, [])))
-                record = self.cache.host_record(host.name)
-                if record is None or record.received_at < oldest:
-                    self.missing_state.append(host.name)
+        states = self._host_states(alloc_reqs, summaries)
         if spec.obj_attr_is_set('ignore_hosts') and spec.ignore_hosts:
             offered = len(states)
             states = strip_ignore_hosts(states, spec.ignore_hosts)

@@ -24,6 +24,7 @@ vCPUs bound before vGPUs do.  vGPUs cannot bound in this harness:
 fakelibvirt's pGPU keeps its ``availableInstances`` when an mdev is
 created, so Nova's VGPU inventory grows with each server.
 """
+import contextlib
 import os
 
 import fixtures
@@ -39,6 +40,38 @@ from nova.tests.fixtures import libvirt as fakelibvirt
 
 A100_VGPU = {'resources:VGPU': '1', 'gpu:model': 'A100'}
 FLAVOR = 'a100-vgpu'
+
+
+@contextlib.contextmanager
+def harness_kept(testcase, hosts):
+    """Around a command that runs the simulator in the harness's process.
+
+    The simulator's embedded Placement and the harness's share
+    Placement's process globals (one Placement per process), and the
+    simulation resets the scheduler's GPU state cache: the harness's
+    policy enforcer comes back and the agents of ``hosts`` cast again, as
+    they do every report_interval.
+    """
+    from placement import policy
+    enforcer = policy._ENFORCER
+
+    def reset():
+        # forget the embedded Placement's enforcer, keep the harness's
+        policy._ENFORCER = None
+
+    try:
+        with fixtures.MonkeyPatch('placement.policy.reset', reset):
+            yield
+    finally:
+        policy._ENFORCER = enforcer
+        for host in hosts:
+            testcase.run_agent(host)
+
+
+def simulating(testcase, hosts, *argv) -> list[dict]:
+    """``openstack ARGV -f json`` of a command that runs the simulator."""
+    with harness_kept(testcase, hosts):
+        return osc_client.openstack_json(testcase, *argv)
 
 
 class SnapshotCapacityTest(base.GpuVGPUTestBase):
@@ -113,29 +146,8 @@ class SnapshotCapacityTest(base.GpuVGPUTestBase):
             self.assertLess(len(booted), 20, 'no NoValidHost in sight')
 
     def capacity(self, *argv) -> list[dict]:
-        """``openstack gpu capacity ARGV -f json``; the harness kept.
-
-        The simulator's embedded Placement and the harness's share
-        Placement's process globals (one Placement per process), and the
-        simulation resets the scheduler's GPU state cache: the harness's
-        policy enforcer comes back and the agents cast again, as they do
-        every report_interval.
-        """
-        from placement import policy
-        enforcer = policy._ENFORCER
-
-        def reset():
-            # forget the embedded Placement's enforcer, keep the harness's
-            policy._ENFORCER = None
-
-        try:
-            with fixtures.MonkeyPatch('placement.policy.reset', reset):
-                return osc_client.openstack_json(self, 'gpu', 'capacity',
-                                                 *argv)
-        finally:
-            policy._ENFORCER = enforcer
-            for host in ('h1', 'h2'):
-                self.run_agent(host)
+        """``openstack gpu capacity ARGV -f json``; the harness kept."""
+        return simulating(self, ('h1', 'h2'), 'gpu', 'capacity', *argv)
 
     def test_capacity_is_what_boots(self):
         rows = self.capacity('--flavor', FLAVOR)

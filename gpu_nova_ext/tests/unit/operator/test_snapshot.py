@@ -12,10 +12,13 @@
 
 """The pure part of the snapshot: the cloud as Placement and Nova describe
 it -> a scenario the simulator's loader accepts, and what it left out."""
+import datetime
+
 import testtools
 import yaml
 
 from gpu_nova_ext import exception
+from gpu_nova_ext import naming
 from gpu_nova_ext.operator import audit
 from gpu_nova_ext.operator import capacity
 from gpu_nova_ext.operator import snapshot
@@ -163,6 +166,66 @@ class TestBuild(testtools.TestCase):
         self.assertIn('host bad name!: its name is not a scenario name',
                       said)
         self.loaded(snap)
+
+    def test_health_reservations_and_quotas_reach_the_scenario(self):
+        """Each reaches the scenario the simulator plays.
+
+        h1: 3 GPUs, the second unhealthy by its agent's root trait, the
+        third reserved for project team-a; h2 in an aggregate kept for
+        team-b; Keystone limits on h1's class and others.
+        """
+        rc = 'CUSTOM_VGPU_A100_80GB_PCIE'
+        gpus = pgpus('h1', 3, rc=rc)
+        gpus[2].traits.append(naming.reservation_trait('team-a'))
+        facts = cloud(('h1', gpus), ('h2', pgpus('h2', 1)),
+                      aggregates={'gpu-reserved-team-b': (
+                          ['h2'], {'filter_tenant_id': 'team-b'})})
+        h1 = facts.providers[0]
+        h1.traits += [naming.host_reported_trait(datetime.datetime.now(
+            datetime.timezone.utc)), naming.gpu_health_trait(
+                'unhealthy', '0000:3c:00.0')]
+        facts.limits = snapshot.LimitFacts(
+            registered={'class:' + rc: 8, 'class:CUSTOM_VGPU_L4': 4,
+                        'servers': 10, 'class:VCPU': 100},
+            projects={'team-a': {'class:' + rc: 2},
+                      'team-b': {'class:' + rc: 0}})
+        snap = snapshot.build(facts, 'now')
+        hosts = {h['name']: h for h in snap.data['hosts']}
+        self.assertEqual([(2, None), (1, 'unhealthy')],
+                         [(k['count'], k.get('health'))
+                          for k in hosts['h1']['gpus']])
+        # the simulator's addresses (hostgen's layout), back to the
+        # cloud's: the unhealthy GPU is the last kind's
+        sims = sorted(snap.addresses['h1'])
+        self.assertEqual(['0000:3b:00.0', '0000:3d:00.0', '0000:3c:00.0'],
+                         [snap.addresses['h1'][a] for a in sims])
+        self.assertEqual(
+            [{'project': 'team-a', 'host': 'h1', 'gpu': sims[1]},
+             {'project': 'team-b', 'host': 'h2'}],
+            snap.data['reservations'])
+        self.assertEqual('0000:3d:00.0', snap.addresses['h1'][sims[1]])
+        # h2 offers VGPU: only h1's class can be a scenario quota
+        self.assertEqual([{'model': rc, 'limit': 8},
+                          {'project': 'team-a', 'model': rc, 'limit': 2}],
+                         snap.data['quotas'])
+        said = '\n'.join(snap.dropped)
+        self.assertIn('GPU quota of project team-b on class:%s (0): a '
+                      'scenario cannot hold it' % rc, said)
+        self.assertIn('GPU quota on class:CUSTOM_VGPU_L4: no host of the '
+                      'snapshot offers that class by that name', said)
+        self.assertNotIn('VCPU', said)
+        scenario = self.loaded(snap)
+        self.assertEqual(['team-a', 'team-b'],
+                         [r.project for r in scenario.reservations])
+        self.assertEqual(2, len(scenario.quotas))
+
+    def test_limits_not_read_are_said(self):
+        facts = cloud(('h1', pgpus('h1', 1)))
+        facts.unread = ["GPU quotas: Keystone's unified limits were not "
+                        'read (no identity endpoint)']
+        snap = snapshot.build(facts, 'now')
+        self.assertNotIn('quotas', snap.data)
+        self.assertEqual(facts.unread, snap.dropped)
 
     def test_a_deleted_flavor_comes_from_the_server(self):
         gone = snapshot.FlavorFact(name='old', vcpus=2, ram=1024, disk=5,
