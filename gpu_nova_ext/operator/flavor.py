@@ -46,6 +46,7 @@ import re
 
 from gpu_nova_ext import exception
 from gpu_nova_ext import naming
+from gpu_nova_ext.operator import gpu_consumers
 from gpu_nova_ext.operator import nova_conf
 from gpu_nova_ext.operator import quota
 from gpu_nova_ext.scheduler import request
@@ -95,6 +96,22 @@ class GpuFlavorRequest:
 def _bad(what: str, value, allowed: str):
     return exception.GpuNovaExtException(
         'Invalid %s %r: %s.' % (what, value, allowed))
+
+
+def gpu_extra_specs(extra_specs: dict) -> dict:
+    """The extra specs that ask for GPUs, or none (not a GPU flavor).
+
+    ``openstack gpu flavor list|show`` and the Tempest plugin's GPU
+    flavors.
+    """
+    out = {}
+    for key, value in (extra_specs or {}).items():
+        if (key.startswith('gpu:') or key == 'pci_passthrough:alias'
+                or (key.startswith('resources')
+                    and gpu_consumers.is_gpu_class(key.partition(':')[2]))
+                or key.startswith('trait:CUSTOM_GPU_')):
+            out[key] = value
+    return out
 
 
 def _gpu_specs(req: GpuFlavorRequest) -> dict[str, str]:

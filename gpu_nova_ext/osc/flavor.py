@@ -38,18 +38,6 @@ LIST_COLUMNS = ('ID', 'Name', 'VCPUs', 'RAM', 'Disk', 'Is Public',
                 'GPU Specs')
 
 
-def gpu_specs(extra_specs: dict) -> dict:
-    """The extra specs that ask for GPUs, or none (not a GPU flavor)."""
-    out = {}
-    for key, value in (extra_specs or {}).items():
-        if (key.startswith('gpu:') or key == 'pci_passthrough:alias'
-                or (key.startswith('resources')
-                    and gpu_consumers.is_gpu_class(key.partition(':')[2]))
-                or key.startswith('trait:CUSTOM_GPU_')):
-            out[key] = value
-    return out
-
-
 #: flavor create's defaults of gpu: keys
 _DEFAULTS = {'gpu:model': {'required': True},
              'gpu:mode': {'default': 'vgpu'}}
@@ -187,7 +175,7 @@ def find_gpu_flavor(conn, name_or_id: str):
             argument='flavor', value=name_or_id,
             reason='no such flavor in Nova; openstack gpu flavor list shows '
                    'the GPU flavors')
-    if not gpu_specs(found.extra_specs):
+    if not flavor.gpu_extra_specs(found.extra_specs):
         raise exception.InvalidArgument(
             argument='flavor', value=name_or_id,
             reason='not a GPU flavor (no gpu:, GPU resources or PCI alias '
@@ -200,7 +188,8 @@ def show(found, quota_class=None) -> tuple:
     data = {'id': found.id, 'name': found.name, 'vcpus': found.vcpus,
             'ram': found.ram, 'disk': found.disk,
             'is_public': found.is_public, 'description': found.description,
-            'gpu_specs': format_columns.DictColumn(gpu_specs(specs)),
+            'gpu_specs': format_columns.DictColumn(
+                flavor.gpu_extra_specs(specs)),
             'extra_specs': format_columns.DictColumn(specs),
             'quota_class': quota_class or _quota_class(specs)}
     return SHOW_COLUMNS, tuple(data[c] for c in SHOW_COLUMNS)
@@ -313,7 +302,7 @@ class ListGpuFlavor(command.Lister):
             **({'is_public': None} if parsed_args.all else {}))
         rows = []
         for f in sorted(flavors, key=lambda f: f.name):
-            specs = gpu_specs(f.extra_specs)
+            specs = flavor.gpu_extra_specs(f.extra_specs)
             if specs:
                 rows.append((f.id, f.name, f.vcpus, f.ram, f.disk,
                              f.is_public,

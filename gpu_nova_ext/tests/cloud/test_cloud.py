@@ -34,10 +34,12 @@ import time
 
 import testtools
 
+from gpu_nova_ext.tempest_plugin import gpus
+from gpu_nova_ext.tests import deadline
 from gpu_nova_ext_dev.cloud import devcloud
 from gpu_nova_ext_dev.cloud import fixture
 from gpu_nova_ext_dev.cloud import hosts
-from gpu_nova_ext.tests import deadline
+from gpu_nova_ext_dev.cloud import tempest
 
 # how long a recovery or a state change may take before the test fails:
 # the suite's one deadline (an upper bound on waiting, not a timing
@@ -259,3 +261,56 @@ class CloudTest(testtools.TestCase):
         # and the cloud still boots
         self.addCleanup(self.c.delete_servers, 'after-rabbit')
         self.boot_active('after-rabbit', fixture.VGPU_FLAVOR)
+
+    # --- the Tempest plugin, as an operator runs it after a deploy --------
+
+    def gpu_flavors_to_test(self) -> list[str]:
+        """This cloud's GPU flavors that a host can take (by name).
+
+        The plugin's own rule (every public GPU flavor), less the flavor
+        made to be refused (``fixture.IMPOSSIBLE_FLAVOR``).
+        """
+        flavors = self.c.conn.compute.flavors(details=True,
+                                              get_extra_specs=True)
+        return sorted(f.name for f in flavors
+                      if gpus.is_gpu_flavor(f.extra_specs or {})
+                      and f.name != fixture.IMPOSSIBLE_FLAVOR)
+
+    def test_tempest_plugin_passes(self):
+        # its own venv, as operators run Tempest (built beside the suite by
+        # python -m gpu_nova_ext_dev.cloud.tempest prepare, else here)
+        try:
+            tempest.venv()
+        except tempest.TempestError as exc:
+            self.fail('the Tempest venv could not be built, so the plugin '
+                      'could not run: %s' % exc)
+        conn = self.c.conn
+        expected = self.gpu_flavors_to_test()
+        self.assertIn(fixture.VGPU_FLAVOR, expected)
+        self.assertIn(fixture.PCI_FLAVOR, expected)
+        refs = tempest.CloudRefs(
+            image_id=conn.image.find_image(devcloud.IMAGE_NAME,
+                                           ignore_missing=False).id,
+            flavor_id=conn.compute.find_flavor(fixture.VGPU_FLAVOR,
+                                               ignore_missing=False).id,
+            exclude_flavors=(fixture.IMPOSSIBLE_FLAVOR,))
+        workspace = tempfile.mkdtemp(prefix='tempest-', dir=self.cloud.dir)
+        result = tempest.run(self.cloud.info, refs, workspace,
+                             devcloud.REGION)
+        with open(result.log, errors='replace') as f:
+            self.addDetail('tempest-run', testtools.content.text_content(
+                f.read()[-20000:]))
+        self.assertEqual(0, result.returncode, result.summary)
+        self.assertEqual([], result.with_status('fail'), result.summary)
+        # a boot test per GPU flavor passed (scenarios are named after
+        # the flavor); skips are the resize tests' alone (resize is off:
+        # the fake hypervisor's servers have no disk file)
+        passed = result.with_status('success')
+        for name in expected:
+            self.assertTrue(
+                [t for t in passed if 'test_boot_check_delete' in t
+                 and t.endswith('(%s)' % name)],
+                'no boot test of flavor %s passed: %s' % (
+                    name, result.summary))
+        self.assertEqual([], [t for t in result.with_status('skip')
+                              if '.test_resize[' not in t], result.summary)

@@ -1,0 +1,107 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The dev cloud's tempest.conf, and how a Tempest run's results are read.
+
+The configuration is read back with oslo.config and the plugin's own
+option definitions (what Tempest registers for ``[gpu_nova_ext]``).
+"""
+import configparser
+import io
+import os
+import tempfile
+
+from oslo_config import cfg
+import subunit
+import testtools
+
+from gpu_nova_ext.tempest_plugin import config
+from gpu_nova_ext_dev.cloud import tempest
+
+INFO = {'keystone_url': 'http://127.0.0.1:35357',
+        'admin_password': 's3cret'}
+REFS = tempest.CloudRefs(image_id='img-1', flavor_id='fl-1',
+                         exclude_flavors=('gpu.a100.as.l4', 'fl-9'))
+
+
+class TestWriteConf(testtools.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.text = tempest.write_conf(INFO, REFS, 'RegionOne')
+        self.conf = configparser.ConfigParser(interpolation=None)
+        self.conf.read_string(self.text)
+
+    def test_the_cloud_and_its_admin(self):
+        c = self.conf
+        self.assertEqual('http://127.0.0.1:35357/v3',
+                         c['identity']['uri_v3'])
+        self.assertEqual('RegionOne', c['identity']['region'])
+        self.assertEqual('s3cret', c['auth']['admin_password'])
+        self.assertEqual('admin', c['auth']['admin_username'])
+        self.assertEqual('True', c['auth']['use_dynamic_credentials'])
+        self.assertEqual('img-1', c['compute']['image_ref'])
+        self.assertEqual('fl-1', c['compute']['flavor_ref'])
+
+    def test_no_networks_no_resize(self):
+        c = self.conf
+        self.assertEqual('False', c['service_available']['neutron'])
+        self.assertEqual('False', c['auth']['create_isolated_networks'])
+        self.assertEqual('False', c['validation']['run_validation'])
+        self.assertEqual('False', c['compute-feature-enabled']['resize'])
+
+    def test_microversions_the_tests_need(self):
+        # the plugin's class asks compute 2.37 and placement 1.14
+        self.assertEqual('latest', self.conf['compute']['max_microversion'])
+        self.assertEqual('latest',
+                         self.conf['placement']['max_microversion'])
+
+    def test_plugin_options_read_back(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, 'tempest.conf')
+            with open(path, 'w') as f:
+                f.write(self.text)
+            conf = cfg.ConfigOpts()
+            config.register_opts(conf)
+            conf([], project='tempest', default_config_files=[path],
+                 default_config_dirs=[])
+        self.assertEqual(['gpu.a100.as.l4', 'fl-9'],
+                         conf.gpu_nova_ext.exclude_flavors)
+        self.assertEqual([], conf.gpu_nova_ext.flavors)
+
+
+def stream(*tests):
+    out = io.BytesIO()
+    writer = subunit.StreamResultToBytes(out)
+    for test_id, status in tests:
+        writer.status(test_id=test_id, test_status='inprogress')
+        writer.status(test_id=test_id, test_status=status)
+    return out.getvalue()
+
+
+class TestResults(testtools.TestCase):
+
+    def test_statuses(self):
+        got = tempest.test_statuses(stream(
+            ('x.test_boot(gpu.a)', 'success'),
+            ('x.test_resize(gpu.a)', 'skip'),
+            ('x.test_boot(gpu.b)', 'fail')))
+        self.assertEqual({'x.test_boot(gpu.a)': 'success',
+                          'x.test_resize(gpu.a)': 'skip',
+                          'x.test_boot(gpu.b)': 'fail'}, got)
+
+    def test_summary(self):
+        output = ('noise\n======\nTotals\n======\nRan: 2 tests in 9.0 sec.'
+                  '\n - Passed: 2\n')
+        self.assertEqual('======\nTotals\n======\nRan: 2 tests in 9.0 '
+                         'sec.\n - Passed: 2', tempest.summary_of(output))
+        self.assertEqual('b\nc', tempest.summary_of('b\nc\n'))
