@@ -151,44 +151,32 @@ def fill(snap: snap_mod.Snapshot, flavor: str, aggregates: dict,
     if not rows:
         rows = [Row(flavor=flavor, model='-', aggregate=NO_AGGREGATE,
                     fits=0)]
-    notes = replay_notes(snap, result, replay, flavor, 'this capacity is '
-                         'too high', "the count may differ from the cloud's "
-                         'by their fragmentation')
+    notes = replay_notes(result, replay, flavor, 'this capacity is too '
+                         'high')
     if bounded:
         notes.append('%s: stopped at %d servers (--max-servers): at least '
                      'that many fit' % (flavor, max_servers))
     return rows, notes
 
 
-def replay_notes(snap: snap_mod.Snapshot, result, replay: int,
-                 label: str, if_failed: str, if_moved: str) -> list[str]:
+def replay_notes(result, replay: int, label: str,
+                 if_failed: str) -> list[str]:
     """What differed when the simulator replayed the current servers.
 
-    ``replay``: the scenario's steps that replay them (boots of the
-    snapshot); ``if_failed``/``if_moved``: what that means for the answer.
+    Each is asked for the host it runs on (the snapshot's ``host:``), so
+    a difference is a server that found no host there.  ``replay``: the
+    scenario's steps that replay them (boots of the snapshot);
+    ``if_failed``: what that means for the answer.
     """
-    moved, failed = [], []
-    for server in result.servers:
-        if server.step >= replay:
-            continue
-        where = snap.placed.get(server.server.rsplit('-', 1)[0])
-        if server.error:
-            failed.append(server.server)
-        elif where is not None and where != server.host:
-            moved.append(server.server)
-    notes = []
-    if failed:
-        notes.append(
-            '%s: %d of the %d current servers found no host when replayed '
-            '(%s): the cloud holds more than the snapshot could replay, '
-            '%s' % (label, len(failed), replay, ', '.join(failed[:5]),
-                    if_failed))
-    if moved:
-        notes.append(
-            '%s: %d of the %d current servers landed on another host than '
-            'they run on when replayed (%s): %s' % (
-                label, len(moved), replay, ', '.join(moved[:5]), if_moved))
-    return notes
+    failed = [s.server for s in result.servers
+              if s.step < replay and s.error]
+    if not failed:
+        return []
+    return ['%s: %d of the %d current servers found no host when replayed '
+            'on the host they run on (%s): the cloud holds more than the '
+            'snapshot could replay, %s' % (
+                label, len(failed), replay, ', '.join(failed[:5]),
+                if_failed)]
 
 
 def host_aggregates(facts: snap_mod.CloudFacts) -> dict[str, list[str]]:

@@ -323,9 +323,8 @@ def answer(facts: snap_mod.CloudFacts, snap: snap_mod.Snapshot,
     result, explanation, replay = simulate(snap, request)
     rows = rows_of(facts, snap, explanation)
     notes = capacity.replay_notes(
-        snap, result, replay, 'replay', 'so hosts may look fuller here '
-        'than they are', 'the hosts\' usage here may differ from the '
-        "cloud's")
+        result, replay, 'replay', 'so their hosts look emptier here than '
+        'they are')
     if explanation.missing_state:
         notes.append('hosts without live GPU state in the simulation: %s'
                      % ', '.join(sorted(explanation.missing_state)))

@@ -47,9 +47,10 @@ How the cloud maps onto the scenario format:
 * the simulated GPUs have the simulator's PCI addresses (hostgen lays
   them out); :attr:`Snapshot.addresses` maps them back to the cloud's;
 * current servers: ``boots:`` of their flavors in the order they were
-  created.  The format cannot pin a server to a host, so the simulator
-  schedules them again; :mod:`gpu_nova_ext.operator.capacity` compares
-  where they land with where they run.
+  created, each asked for the host it runs on (``host:``, as ``openstack
+  server create --host``: Placement in that host's tree, every filter
+  still runs); :mod:`gpu_nova_ext.operator.capacity` says which found no
+  host there when replayed.
 * ``workload:``: fill the GPU flavors until the first NoValidHost, so
   that the simulation of a snapshot also says what fits next.
 """
@@ -557,7 +558,8 @@ def build(facts: CloudFacts, taken_at: str) -> Snapshot:
                 name, server.flavor['vcpus'], server.flavor['ram'],
                 server.flavor['disk'], server.flavor['extra_specs'])
         prefix = _boot_prefix(server.name, used)
-        boot: dict[str, Any] = {'flavor': name, 'name': prefix}
+        boot: dict[str, Any] = {'flavor': name, 'name': prefix,
+                                'host': server.host}
         if server.project_id and _project_ok(server.project_id):
             boot['project'] = server.project_id
         boots.append(boot)
@@ -688,9 +690,10 @@ def header(snap: Snapshot, cloud: str) -> str:
         'hosts with the same GPUs share one gpus: list (&idNNN).',
         'vcpus, memory_mb and disk_gb are what Placement offers: (total -',
         'reserved) x allocation ratio (only vCPUs keep their ratio).',
-        'boots: the servers that run now, oldest first. A scenario cannot',
-        'pin a server to a host: the simulator schedules them again and',
-        'may put some elsewhere than they run (openstack gpu capacity',
+        'boots: the servers that run now, oldest first, each asked for',
+        'the host it runs on (host:, as openstack server create --host:',
+        'Placement in that host\'s tree, every filter still runs; one that',
+        'no longer fits there finds no host, and openstack gpu capacity',
         'says how many).',
         'workload: the GPU flavors, filled until the first NoValidHost.',
         "GPU health: the health traits each agent keeps on its host's",

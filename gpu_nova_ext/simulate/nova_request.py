@@ -77,7 +77,47 @@ def prefilter(ctx: Any, spec: Any) -> None:
             group.required_traits.add(os_traits.OWNER_NOVA)
 
 
-def resource_request(ctx: Any, spec: Any) -> Any:
-    """``nova.scheduler.utils.resources_from_request_spec``."""
+def pin(spec: Any, host: str, nodename: str) -> None:
+    """Ask for ``host`` as ``openstack server create --host`` does.
+
+    Compute API 2.74: nova-api sets the RequestSpec's
+    ``requested_destination``; the scheduler then asks Placement in that
+    compute node's tree (``in_tree``) and still runs every filter.
+    """
+    from nova import objects
+    spec.requested_destination = objects.Destination(host=host,
+                                                     node=nodename)
+
+
+class ComputeNodes:
+    """The one lookup of Nova's HostManager a pinned request needs.
+
+    ``resources_from_request_spec`` asks
+    ``get_compute_nodes_by_host_or_node`` (the cell database in Nova) for
+    the node of ``requested_destination``, to set ``in_tree``; here the
+    simulated hosts answer, by name.
+    """
+
+    def __init__(self, hosts: dict):
+        self.hosts = hosts
+
+    def get_compute_nodes_by_host_or_node(self, ctxt, host, node,
+                                          cell=None):
+        from nova import objects
+        found = self.hosts.get(host)
+        if found is None or (node and node != found.nodename):
+            return objects.ComputeNodeList(objects=[])
+        return objects.ComputeNodeList(objects=[objects.ComputeNode(
+            uuid=found.root_uuid, host=found.name,
+            hypervisor_hostname=found.nodename)])
+
+
+def resource_request(ctx: Any, spec: Any,
+                     nodes: ComputeNodes | None = None) -> Any:
+    """``nova.scheduler.utils.resources_from_request_spec``.
+
+    :param nodes: answers the compute node lookup of a pinned request
+        (:func:`pin`).
+    """
     from nova.scheduler import utils
-    return utils.resources_from_request_spec(ctx, spec, None)
+    return utils.resources_from_request_spec(ctx, spec, nodes)

@@ -111,8 +111,9 @@ class Scheduling:
         """The host's usage changed: rebuild its HostState next time."""
         self._states.pop(host_name, None)
 
-    def boot(self, server: res.ServerResult, flavor: scn.Flavor):
-        """Schedule and claim ``server``.
+    def boot(self, server: res.ServerResult, flavor: scn.Flavor,
+             host: str | None = None):
+        """Schedule and claim ``server`` (on ``host`` when given).
 
         Returns (host, instance uuid), or (None, None) with
         ``server.error`` set.
@@ -121,6 +122,8 @@ class Scheduling:
         spec = nova_request.request_spec(self.ctx, flavor, instance_uuid)
         if server.project:
             spec.project_id = server.project
+        if host is not None:
+            nova_request.pin(spec, host, self.hosts[host].nodename)
         if self.quotas is not None:      # nova-api's, before scheduling
             server.error = self.quotas.check(spec)
             if server.error:
@@ -257,14 +260,18 @@ class Scheduling:
         """
         ctx = self.ctx
         nova_request.prefilter(ctx, spec)
-        resources = nova_request.resource_request(ctx, spec)
+        resources = nova_request.resource_request(
+            ctx, spec, nova_request.ComputeNodes(self.hosts))
         answer = self.client.get_allocation_candidates(ctx, resources)
         alloc_reqs, summaries, version = answer or (None, None, None)
         self.missing_state = []
         if not alloc_reqs:
+            asked = spec.obj_attr_is_set('requested_destination') and (
+                spec.requested_destination)
             return None, None, None, (
                 'No valid host: Placement has no allocation candidate for '
-                '%s' % _describe(resources))
+                '%s%s' % (_describe(resources), ' on %s (the boot asks for '
+                          'it)' % asked.host if asked else ''))
         states = self._host_states(alloc_reqs, summaries)
         if spec.obj_attr_is_set('ignore_hosts') and spec.ignore_hosts:
             offered = len(states)

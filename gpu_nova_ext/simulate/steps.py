@@ -15,9 +15,11 @@
 ``boots:`` lists what happens in order, one step after another (each
 step takes ``step_seconds`` of simulated time):
 
-* a boot ``{flavor, count, name, lifetime, metadata}``: ``count`` servers,
-  deleted again ``lifetime`` steps after they were booted when given,
-  with Nova server ``metadata`` (remediation's opt-out);
+* a boot ``{flavor, count, name, lifetime, metadata, project, host}``:
+  ``count`` servers, deleted again ``lifetime`` steps after they were
+  booted when given, with Nova server ``metadata`` (remediation's
+  opt-out), asked for ``host`` when given (as ``openstack server create
+  --host``: Placement in its tree, every filter still runs);
 * an event ``{event: {host, gpu, health, reasons, metrics, xids}}``
   changes what the GPU reports: ``health`` as given, ``metrics`` and
   ``xids`` (NVIDIA XID events) through the agent's health judge
@@ -59,6 +61,8 @@ class Boot:
     #: Nova server metadata (``gpu_nova_ext:remediation: never``)
     metadata: dict[str, str] = dataclasses.field(default_factory=dict)
     project: str | None = None    # the RequestSpec's project (reservations)
+    #: asked for this host, as ``openstack server create --host``
+    host: str | None = None
 
 
 @dataclasses.dataclass
@@ -116,13 +120,27 @@ def parse_step(src: schema.Source, item: dict, index: int,
     if 'rollout' in item:
         return _rollout(src, item['rollout'], entry + '.rollout', index,
                         scenario)
+    host = item.get('host')
+    if host is not None:
+        _known_host(src, scenario, host, entry + '.host')
     return Boot(flavor=_flavor_name(src, item['flavor'], entry + '.flavor',
                                     scenario),
                 count=item.get('count', 1), name=item.get('name'),
                 index=index, lifetime=item.get('lifetime'),
                 metadata=remediation_spec.parse_metadata(
                     item.get('metadata') or {}),
-                project=item.get('project'))
+                project=item.get('project'), host=host)
+
+
+def _known_host(src: schema.Source, scenario: Any, name: str, entry: str):
+    """The scenario's host ``name``; else a ScenarioError naming hosts."""
+    host = scenario.host(name)
+    if host is None:
+        shown = [h.name for h in scenario.hosts[:10]]
+        raise src.fail(entry, 'unknown host %r (hosts: %s%s)'
+                       % (name, ', '.join(shown),
+                          ', ...' if len(scenario.hosts) > 10 else ''))
+    return host
 
 
 # Not in the schema: whether a flavor, a host or a GPU exists depends on
@@ -139,12 +157,7 @@ def _flavor_name(src: schema.Source, flavor: str, entry: str,
 def _event(src: schema.Source, item: dict, entry: str, index: int,
            scenario: Any) -> Event:
     host_name = item['host']
-    host = scenario.host(host_name)
-    if host is None:
-        shown = [h.name for h in scenario.hosts[:10]]
-        raise src.fail(entry + '.host', 'unknown host %r (hosts: %s%s)'
-                       % (host_name, ', '.join(shown),
-                          ', ...' if len(scenario.hosts) > 10 else ''))
+    host = _known_host(src, scenario, host_name, entry + '.host')
     event = Event(host=host_name, index=index)
     if 'agent' in item:
         event.agent = item['agent']

@@ -185,7 +185,7 @@ class CapacityReplayTest(testtools.TestCase):
     runs two servers; h2 has one free vGPU.
     """
 
-    def test_moved_and_unplaced_servers_are_said(self):
+    def test_unplaced_servers_are_said(self):
         flavor = snapshot.FlavorFact(name='g1', vcpus=1, ram=512, disk=1,
                                      extra_specs={'resources:VGPU': '1'})
         a100 = ['CUSTOM_GPU_MODEL_A100_80GB_PCIE', 'CUSTOM_GPU_MODE_VGPU']
@@ -216,14 +216,17 @@ class CapacityReplayTest(testtools.TestCase):
                                     aggregates={})
         snap = snapshot.build(facts, 'now')
         found = capacity.answer(facts, snap, [])
-        self.assertEqual([('g1', '-', '-', 0)],
+        # h2's free vGPU: the servers of h1 are not replayed onto it
+        self.assertEqual([('g1', 'A100_80GB_PCIE', '-', 1)],
                          [(r.flavor, r.model, r.aggregate, r.fits)
                           for r in found.rows])
         said = '\n'.join(found.notes)
-        self.assertIn('g1: 1 of the 2 current servers found no host when '
-                      'replayed (vm2-1)', said)
-        self.assertIn('g1: 1 of the 2 current servers landed on another '
-                      'host than they run on when replayed (vm1-1)', said)
+        # both run on h1, whose GPU the snapshot left out: each replayed
+        # boot asks for h1 and finds no host there
+        self.assertIn('g1: 2 of the 2 current servers found no host when '
+                      'replayed on the host they run on (vm1-1, vm2-1): the '
+                      'cloud holds more than the snapshot could replay, '
+                      'this capacity is too high', said)
         self.assertIn('not represented in the snapshot: h1: GPU '
                       'h1_pci_0000_3b_00_0 is MIG-partitioned', said)
         for line in capacity.UNACCOUNTED:

@@ -1,0 +1,67 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""A boot's ``host:``, as ``openstack server create --host``: Nova's own
+``resources_from_request_spec`` asks Placement in that host's tree, and
+every filter still runs (the snapshot's current servers replay where
+they run)."""
+import copy
+
+import testtools
+
+from gpu_nova_ext import exception
+from gpu_nova_ext.simulate import runner
+from gpu_nova_ext.simulate import scenario as scn
+from gpu_nova_ext.tests.unit.simulate import test_rollout
+from gpu_nova_ext.tests.unit.simulate import test_scenario
+
+PATH = test_scenario.PATH
+
+
+def _data(boots):
+    data = copy.deepcopy(test_scenario.BASE)
+    data['hosts'] = [test_rollout.A100]      # a100-0001 .. a100-0004
+    data['flavors'] = test_rollout.FLAVORS
+    data['nova_conf'] = test_rollout.NOVA_CONF
+    data['boots'] = boots
+    return data
+
+
+class TestPinnedBoot(testtools.TestCase):
+
+    def test_pinned_servers_land_on_their_host_or_fail_there(self):
+        # packing would put both on one host; pinned, each goes to its
+        # own, and a third pinned to a full host finds no host
+        result = runner.Simulation(scn.from_dict(_data([
+            {'flavor': 'vgpu.a100', 'name': 'p3', 'host': 'a100-0003'},
+            {'flavor': 'vgpu.a100', 'name': 'p4', 'host': 'a100-0004',
+             'count': 4},
+            {'flavor': 'vgpu.a100', 'name': 'over', 'host': 'a100-0004'},
+            {'flavor': 'vgpu.a100', 'name': 'free'},
+        ]), PATH)).run()
+        where = {s.server: (s.host, s.error) for s in result.servers}
+        self.assertEqual(('a100-0003', None), where['p3-1'])
+        self.assertEqual({('a100-0004', None)},
+                         {where['p4-%d' % n] for n in range(1, 5)})
+        host, error = where['over-1']
+        self.assertIsNone(host)
+        self.assertIn('No valid host', error)
+        self.assertIn('on a100-0004 (the boot asks for it)', error)
+        # unpinned, packing fills the host p3 started
+        self.assertEqual(('a100-0003', None), where['free-1'])
+
+    def test_unknown_host_names_the_entry(self):
+        exc = self.assertRaises(
+            exception.ScenarioError, scn.from_dict,
+            _data([{'flavor': 'vgpu.a100', 'host': 'a100-9'}]), PATH)
+        self.assertIn('boots[0].host', str(exc))
+        self.assertIn("unknown host 'a100-9'", str(exc))
