@@ -64,14 +64,23 @@ class _Sums:
     part_limits: tuple[float, ...]  # units less the comparisons' slack
     part_above: tuple[float, ...]
 
-    def whole_strand(self, whole: float, total: float) -> float:
+    def whole_strand(self, whole: float, total: float,
+                     rooms: tuple[int, int] | None = None) -> float:
         """The whole-GPU shapes' expected unusable units.
 
         With ``whole`` whole GPUs free of ``total`` free units: all of it
-        for a shape asking more whole GPUs, the partial GPUs for others.
+        for a shape asking more whole GPUs than there are, the partial
+        GPUs for others.  With ``rooms`` (the most whole free GPUs in one
+        link domain, the largest domain): all of it also for a shape
+        that one domain could hold but none now can (a broken domain).
         """
-        above = self.whole_above
-        big = above[bisect.bisect_right(self.whole_units, whole + _EPS)]
+        above, units = self.whole_above, self.whole_units
+        where = bisect.bisect_right
+        big = above[where(units, whole + _EPS)]
+        if rooms is not None and rooms[0] < whole:
+            intact, largest = rooms
+            big += (above[where(units, intact + _EPS)]
+                    - above[where(units, min(largest, whole) + _EPS)])
         return big * total + (above[0] - big) * (total - whole)
 
 
@@ -141,26 +150,51 @@ def make_mix(weights: Iterable[tuple[Shape, float]]) -> Mix:
                sums=_sums(whole, part))
 
 
-def fragmentation(free: Iterable[float], vcpus: float, ram_mb: float,
-                  mix: Mix) -> float:
+def domain_rooms(free: list[float], domains: tuple | None
+                 ) -> tuple[dict[Any, int], int] | None:
+    """(link domain -> its whole free GPUs, the largest domain's GPUs).
+
+    :param domains: per GPU its link domain (``HostFacts.link_domains``;
+        a GPU without one is a domain of its own); None: no links.
+    """
+    if domains is None:
+        return None
+    room: dict[Any, int] = {}
+    size: dict[Any, int] = {}
+    for index, f in enumerate(free):
+        key = domains[index] or index
+        size[key] = size.get(key, 0) + 1
+        if f >= _WHOLE:
+            room[key] = room.get(key, 0) + 1
+    return room, max(size.values(), default=0)
+
+
+def fragmentation(free: list[float], vcpus: float, ram_mb: float,
+                  mix: Mix, domains: tuple | None = None) -> float:
     """A host's expected unusable free GPU units under ``mix``.
 
     A shape its CPU or RAM cannot take finds all of them unusable; a
-    whole-GPU shape all when it asks more whole GPUs than are free, else
-    the partly used ones; a vGPU shape the GPUs with less free than its
-    share; and of the rest what its vCPUs and RAM cannot feed at the mix's.
+    whole-GPU shape all when it asks more whole GPUs than are free, or
+    than one link domain has free where a domain could hold it (a broken
+    domain is lost to it), else the partly used ones; a vGPU shape the
+    GPUs with less free than its share; and of the rest what its vCPUs
+    and RAM cannot feed at the mix's.
 
     :param free: free units per GPU (1 for a whole free GPU).
     :param vcpus: free vCPUs of the host (allocation ratio applied);
         ``ram_mb`` likewise.
+    :param domains: per GPU its link domain, or None (no links).
     """
+    rooms = domain_rooms(free, domains)
     free = [f for f in free if f > 0]
     total = sum(free)
     if total <= 0 or not mix:
         return 0.0
     sums = mix.fitting(vcpus, ram_mb)
+    whole = sum(1 for f in free if f >= _WHOLE)
     out = sums.unfit * total + sums.whole_strand(
-        sum(1 for f in free if f >= _WHOLE), total)
+        whole, total, rooms and (max(rooms[0].values(), default=0),
+                                 rooms[1]))
     # the part shapes asking more than f: part_above[bisect(limits, f)]
     above, limits = sums.part_above, sums.part_limits
     for f in free:
@@ -172,31 +206,48 @@ def fragmentation(free: Iterable[float], vcpus: float, ram_mb: float,
 
 
 def share_costs(free: list[float], vcpus: float, ram_mb: float, mix: Mix,
-                share: float) -> dict[float, float]:
-    """Free units of a GPU -> how taking ``share`` there fragments the host.
+                share: float, domains: tuple | None = None
+                ) -> dict[int, float]:
+    """GPU index -> how taking ``share`` there fragments the host.
 
     The change of the host's fragmentation up to a term and a factor the
     same for every GPU: only the chosen GPU changes, so a whole-GPU shape
-    sees whether it was whole, a vGPU shape whether it falls below its share.
+    sees whether it was whole (and its link domain then one whole GPU
+    short), a vGPU shape whether it falls below its share.
 
     :param vcpus: free vCPUs after the request; ``ram_mb`` likewise.
+    :param domains: per GPU its link domain, or None (no links).
     """
-    free = [f for f in free if f > 0]
-    total = sum(free) - share
+    rooms = domain_rooms(free, domains)
+    total = sum(f for f in free if f > 0) - share
     whole = sum(1 for f in free if f >= _WHOLE)
     sums = mix.fitting(vcpus, ram_mb)
-    # whole-GPU shapes: the share from a whole GPU (one fewer) or not
-    from_whole = sums.whole_strand(whole - 1, total)
-    from_part = sums.whole_strand(whole, total)
+    # whole-GPU shapes: the share from a whole GPU (its domain one short)
+    from_domain = {}
+    if rooms is None:
+        from_domain[None] = sums.whole_strand(whole - 1, total)
+        from_part = sums.whole_strand(whole, total)
+    else:
+        room, largest = rooms
+        for key, count in room.items():
+            rest = max((c for k, c in room.items() if k != key), default=0)
+            from_domain[key] = sums.whole_strand(
+                whole - 1, total, (max(count - 1, rest), largest))
+        from_part = sums.whole_strand(
+            whole, total, (max(room.values(), default=0), largest))
     above, limits = sums.part_above, sums.part_limits
     where = bisect.bisect_right
     out = {}
-    for f in free:
-        if f not in out:
+    for index, f in enumerate(free):
+        if f > 0:
             after = max(0.0, f - share)
-            out[f] = ((from_whole if f >= _WHOLE else from_part)
-                      + after * above[where(limits, after)]
-                      - f * above[where(limits, f)])
+            if f >= _WHOLE:
+                key = None if domains is None else (domains[index] or index)
+                strand = from_domain[key]
+            else:
+                strand = from_part
+            out[index] = (strand + after * above[where(limits, after)]
+                          - f * above[where(limits, f)])
     return out
 
 

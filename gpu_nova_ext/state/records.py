@@ -188,6 +188,8 @@ class HostFacts:
     by_provider: dict[str, GpuFacts]
     # family -> {fact: provider UUIDs of the GPUs with that fact}
     groups: dict[str, dict[Any, tuple[str, ...]]]
+    # per GPU its link domain; None when no GPU of the host has one
+    link_domains: tuple[str | None, ...] | None = None
 
     def reserved_providers(self, project: str | None) -> tuple[str, ...]:
         """Provider UUIDs of the GPUs reserved for ``project``."""
@@ -217,7 +219,9 @@ def host_facts(message: dict, held: HostFacts | None = None) -> HostFacts:
         agent_mode=message.get('agent_mode'), digest=message['digest'],
         gpus=records,
         by_provider={rp: g for g in records for rp in g.provider_uuids},
-        groups=_groups(records))
+        groups=_groups(records),
+        link_domains=tuple(g.link_domain for g in records) if any(
+            g.link_domain for g in records) else None)
 
 
 # not frozen: built for every metrics message, and a frozen dataclass sets

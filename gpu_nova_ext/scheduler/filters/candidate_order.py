@@ -59,12 +59,13 @@ def _fragmentation_order(record, host_state, ctx):
     free = fragmentation.gpu_free(record, host_state)
     vcpus, ram = fragmentation.free_cpu_ram(host_state)
     # free units of a GPU -> how taking the share there fragments
-    cost = fragmentation.share_costs(free, vcpus - ctx.vcpus,
-                                     ram - ctx.ram_mb, mix, share).get
+    cost = fragmentation.share_costs(
+        free, vcpus - ctx.vcpus, ram - ctx.ram_mb, mix, share,
+        record.facts.link_domains).get
     health, least = record.health_rank, record.free
     # then as pack (records.HostRecord.order): least free, PCI address
     order = sorted(record.gpus, key=lambda g: (
-        health[g.index], cost(free[g.index], _LAST), least[g.index],
+        health[g.index], cost(g.index, _LAST), least[g.index],
         g.pci_address))
     ranks = {rp: rank for rank, gpu in enumerate(order)
              for rp in gpu.provider_uuids}

@@ -78,11 +78,12 @@ class GpuFragmentationWeigher(weighing.GpuWeigher):
             return 0.0
         free = list(claim.free())     # changed below
         vcpus, ram = fragmentation.free_cpu_ram(claim.host_state)
-        before = fragmentation.fragmentation(free, vcpus, ram, mix)
+        domains = record.facts.link_domains
+        before = fragmentation.fragmentation(free, vcpus, ram, mix, domains)
         for index, units in claim.taken().items():
             free[index] = max(0.0, free[index] - units)
         return before - fragmentation.fragmentation(
-            free, vcpus - ctx.vcpus, ram - ctx.ram_mb, mix)
+            free, vcpus - ctx.vcpus, ram - ctx.ram_mb, mix, domains)
 
 
 class GpuTopologyWeigher(weighing.GpuWeigher):

@@ -14,6 +14,7 @@
 """The fragmentation-aware policy on real Nova objects: the request mix,
 GpuFragmentationWeigher, the ``fragmentation`` intra-host policy and the
 candidate-limit warning."""
+import collections
 import random
 
 import fixtures
@@ -102,11 +103,21 @@ class TestFragmentation(base.PluginTestCase):
             [0.0, 0.0], 0, 0, _mix((1, 4, 8192, 1))))
 
 
-def _by_definition(free, vcpus, ram_mb, mix):
+def _by_definition(free, vcpus, ram_mb, mix, domains=None):
     """A host's fragmentation straight from its definition.
 
-    Shape by shape (design doc: Fragmentation-aware placement).
+    Shape by shape (design doc: Fragmentation-aware placement): a
+    whole-GPU shape needs as many whole GPUs, in one link domain where a
+    domain of the host is that large (a GPU without a domain is one of
+    its own; no domains at all: one domain of every GPU).
     """
+    def domain(i):
+        return 'host' if domains is None else (domains[i] or i)
+    largest = max(collections.Counter(
+        domain(i) for i in range(len(free))).values())
+    intact = max(collections.Counter(
+        domain(i) for i, f in enumerate(free)
+        if f >= 1.0 - 1e-6).values(), default=0)
     free = [f for f in free if f > 0]
     total = sum(free)
     whole = sum(1 for f in free if f >= 1.0 - 1e-6)
@@ -115,7 +126,8 @@ def _by_definition(free, vcpus, ram_mb, mix):
         if shape.vcpus > vcpus or shape.ram_mb > ram_mb:
             out += shape.prob * total
         elif shape.units >= 1.0 - 1e-6:
-            out += shape.prob * (total if shape.units > whole + 1e-9
+            needs = intact if shape.units <= largest else whole
+            out += shape.prob * (total if shape.units > needs + 1e-9
                                  else total - whole)
         else:
             out += shape.prob * sum(f for f in free
@@ -155,26 +167,53 @@ class TestFragmentationSums(base.PluginTestCase):
                        rng.choice([2, 4, 16, 32]),
                        rng.choice([2048, 8192, 65536]),
                        rng.randint(1, 9)) for _ in range(rng.randint(1, 8))]
-            # eighths: the free capacity of 1/8 vGPUs
-            free = [rng.randint(0, 8) / 8 for _ in range(rng.randint(1, 8))]
+            # eighths: the free capacity of 1/8 vGPUs; whole GPUs half
+            # the time, so that link domains have whole GPUs to break
+            free = [rng.choice([1.0, rng.randint(0, 8) / 8])
+                    for _ in range(rng.randint(1, 8))]
+            # no links, or NVLink pairs / islands with GPUs outside any
+            domains = rng.choice([None, tuple(
+                rng.choice([None, 'nvl-a', 'nvl-b', 'nvl-c'])
+                for _ in free)])
             yield (_mix(*shapes), free, rng.choice([1, 8, 24, 64]),
-                   rng.choice([4096, 32768, 262144]))
+                   rng.choice([4096, 32768, 262144]), domains)
 
     def test_fragmentation_is_its_definition(self):
-        for mix, free, vcpus, ram in self._cases():
+        for mix, free, vcpus, ram, domains in self._cases():
             self.assertAlmostEqual(
-                _by_definition(free, vcpus, ram, mix),
-                fragmentation.fragmentation(free, vcpus, ram, mix),
-                places=9, msg='%s free=%s' % (mix, free))
+                _by_definition(free, vcpus, ram, mix, domains),
+                fragmentation.fragmentation(free, vcpus, ram, mix, domains),
+                places=9, msg='%s free=%s domains=%s' % (mix, free, domains))
+
+    def test_a_broken_link_domain_is_lost_to_larger_shapes(self):
+        # 4 whole GPUs free, as one NVLink island or as two broken halves:
+        # a 4-GPU shape can use the island only
+        mix = _mix((4, 4, 8192, 1))
+        free = [1.0, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0]
+        island = ('a',) * 4 + ('b',) * 4
+        broken = ('a', 'a', 'b', 'b', 'a', 'a', 'b', 'b')
+        self.assertEqual(0.0, fragmentation.fragmentation(
+            free, 64, 262144, mix, island))
+        self.assertEqual(4.0, fragmentation.fragmentation(
+            free, 64, 262144, mix, broken))
+        # without links the host's four whole GPUs serve it
+        self.assertEqual(0.0, fragmentation.fragmentation(
+            free, 64, 262144, mix))
+        # nor is anything lost where no domain was ever that large (PCIe
+        # pairs): the shape lands split there whatever is taken
+        pairs = ('a', 'a', 'b', 'b', 'c', 'c', 'd', 'd')
+        self.assertEqual(0.0, fragmentation.fragmentation(
+            free, 64, 262144, mix, pairs))
 
     def test_share_costs_rank_gpus_as_fragmentation_after(self):
         # taking the share on GPU i or j changes the host's fragmentation
         # by what share_costs says, up to the same term for every GPU and
         # times the share of the host its CPU and RAM feed
-        for mix, free, vcpus, ram in self._cases():
+        for mix, free, vcpus, ram, domains in self._cases():
             share = 0.125
             usable = [i for i, f in enumerate(free) if f >= share]
-            costs = fragmentation.share_costs(free, vcpus, ram, mix, share)
+            costs = fragmentation.share_costs(free, vcpus, ram, mix, share,
+                                              domains)
             if not usable:
                 continue
             taken = list(free)
@@ -185,13 +224,13 @@ class TestFragmentationSums(base.PluginTestCase):
                 taken = list(free)
                 taken[i] -= share
                 after[i] = fragmentation.fragmentation(taken, vcpus, ram,
-                                                       mix)
+                                                       mix, domains)
             for i in usable:
                 for j in usable:
                     self.assertAlmostEqual(
                         after[i] - after[j],
-                        fed * (costs[free[i]] - costs[free[j]]), places=9,
-                        msg='%s free=%s' % (mix, free))
+                        fed * (costs[i] - costs[j]), places=9,
+                        msg='%s free=%s domains=%s' % (mix, free, domains))
 
 
 class TestMixLearner(base.PluginTestCase):
