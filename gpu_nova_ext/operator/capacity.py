@@ -119,16 +119,7 @@ def fill(snap: snap_mod.Snapshot, flavor: str, aggregates: dict,
 
     ``aggregates``: host -> aggregate names (hosts in none: ``-``).
     """
-    try:
-        # Nova and Placement: the simulator extra
-        from gpu_nova_ext.simulate import runner
-        from gpu_nova_ext.simulate import scenario as scn
-    except ImportError as exc:
-        raise exception.ConfigError(reason=(
-            'openstack gpu capacity runs the simulator, whose %s is not '
-            'installed: pip install "gpu-nova-ext[simulator]"' % (
-                exc.name or exc)))
-
+    runner, scn = snap_mod.simulator('capacity')
     scenario = scn.from_dict(scenario_of(snap, flavor, max_servers),
                              '<snapshot %s>' % snap.taken_at)
     result = runner.Simulation(scenario, progress=progress).run()

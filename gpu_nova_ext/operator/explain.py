@@ -195,16 +195,7 @@ def simulate(snap: snap_mod.Snapshot, request: Request):
     Returns (the simulation's Result, the scheduling Explanation, the
     number of replay steps).
     """
-    try:
-        # Nova and Placement: the simulator extra
-        from gpu_nova_ext.simulate import runner
-        from gpu_nova_ext.simulate import scenario as scn
-    except ImportError as exc:
-        raise exception.ConfigError(reason=(
-            'openstack gpu explain runs the simulator, whose %s is not '
-            'installed: pip install "gpu-nova-ext[simulator]"' % (
-                exc.name or exc)))
-
+    runner, scn = snap_mod.simulator('explain')
     data, flavor = scenario_of(snap, request.flavor)
     scenario = scn.from_dict(data, '<snapshot %s>' % snap.taken_at)
 

@@ -443,6 +443,23 @@ def flavor_entry(name: str, vcpus, ram, disk, specs: dict) -> dict:
     return entry
 
 
+def simulator(command: str):
+    """The simulator's (runner, scenario) modules, for ``command``.
+
+    They need Nova and Placement (the ``simulator`` extra); without them
+    a ConfigError names the extra to install.
+    """
+    try:
+        from gpu_nova_ext.simulate import runner
+        from gpu_nova_ext.simulate import scenario as scn
+    except ImportError as exc:
+        raise exception.ConfigError(reason=(
+            'openstack gpu %s runs the simulator, whose %s is not '
+            'installed: pip install "gpu-nova-ext[simulator]"' % (
+                command, exc.name or exc)))
+    return runner, scn
+
+
 def is_gpu_flavor(extra_specs: dict) -> bool:
     """A flavor whose request asks GPUs, as the scheduler parses it."""
     return request.parse_extra_specs(extra_specs).kind != request.NONE

@@ -13,7 +13,10 @@
 """The pure part of the snapshot: the cloud as Placement and Nova describe
 it -> a scenario the simulator's loader accepts, and what it left out."""
 import datetime
+import sys
+from unittest import mock
 
+import fixtures
 import testtools
 import yaml
 
@@ -275,3 +278,22 @@ class TestCapacityFlavors(testtools.TestCase):
                          data['workload'])
         self.assertEqual(self.snap.data['hosts'], data['hosts'])
         scn.from_dict(data, '<fill>')
+
+
+class TestSimulatorExtra(testtools.TestCase):
+
+    def test_without_the_simulator_the_extra_is_named(self):
+        # an admin host without Nova and Placement: the import fails
+        # (None in sys.modules, and no attribute on the package where
+        # another test imported the module already)
+        import gpu_nova_ext.simulate   # noqa: F401 - the package itself
+        patcher = mock.patch.dict(sys.modules,
+                                  {'gpu_nova_ext.simulate.runner': None})
+        patcher.start()
+        self.addCleanup(patcher.stop)
+        self.useFixture(fixtures.MonkeyPatch(
+            'gpu_nova_ext.simulate.runner', fixtures.MonkeyPatch.delete))
+        exc = self.assertRaises(exception.ConfigError, snapshot.simulator,
+                                'explain')
+        self.assertIn('openstack gpu explain runs the simulator', str(exc))
+        self.assertIn('pip install "gpu-nova-ext[simulator]"', str(exc))
