@@ -117,18 +117,9 @@ class NovaConfig:
         _clear_nova_caches()
 
     def set(self, name: str, value: Any, group: str | None) -> None:
-        """Override one option until :meth:`restore`.
-
-        An override the process had set already (a test harness's, the
-        host command's) is put back by :meth:`restore`, not cleared.
-        """
-        location = self.conf.get_location(name, group)
-        before = None
-        if location and location.location == cfg.Locations.set_override:
-            before = (getattr(self.conf if group is None
-                              else getattr(self.conf, group), name),)
+        """Override one option until :meth:`restore`."""
         self.conf.set_override(name, value, group)
-        self._overrides.append((name, group, before))
+        self._overrides.append((name, group))
 
     _set = set
 
@@ -156,12 +147,9 @@ class NovaConfig:
                 '(see its help in nova.conf.sample).' % (value, exc))
 
     def restore(self) -> None:
-        for name, group, before in reversed(self._overrides):
+        for name, group in reversed(self._overrides):
             try:
-                if before is None:
-                    self.conf.clear_override(name, group)
-                else:
-                    self.conf.set_override(name, before[0], group)
+                self.conf.clear_override(name, group)
             except cfg.Error:
                 pass
         self._overrides = []

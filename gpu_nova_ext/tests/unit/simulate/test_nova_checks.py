@@ -94,18 +94,6 @@ class TestNovaConf(testtools.TestCase):
         self.assertNotIn('GpuHealthFilter',
                          conf.filter_scheduler.enabled_filters)
 
-    def test_restore_puts_back_the_overrides_it_found(self):
-        # the host process's own override (a harness's quota driver)
-        conf = nova_config.NovaConfig(_scenario(nova_conf={})).conf
-        conf.set_override('packing_weight_multiplier', 7.0, 'gpu_weights')
-        self.addCleanup(conf.clear_override, 'packing_weight_multiplier',
-                        'gpu_weights')
-        config = self._apply({'gpu_weights': {
-            'packing_weight_multiplier': 3.5}})
-        self.assertEqual(3.5, conf.gpu_weights.packing_weight_multiplier)
-        config.restore()
-        self.assertEqual(7.0, conf.gpu_weights.packing_weight_multiplier)
-
     def test_alias_mapping_becomes_json(self):
         config = self._apply({'pci': {'alias': [
             {'name': 'h100', 'resource_class': 'CUSTOM_GPU_H100'}]}})
