@@ -443,6 +443,49 @@ def flavor_entry(name: str, vcpus, ram, disk, specs: dict) -> dict:
     return entry
 
 
+def pci_aliases(providers: list[audit.ProviderView]) -> dict[str, dict]:
+    """``[pci] alias`` entries a snapshot can know, by alias name.
+
+    nova.conf's aliases are in no API.  Those ``gpu-nova-ext nova-conf``
+    writes are named after the model (:func:`nova_conf.alias_name`) and
+    ask the resource class its passthrough GPUs have in Placement, so
+    they follow from the providers.
+    """
+    from gpu_nova_ext.operator import nova_conf
+    out: dict[str, dict] = {}
+    for view in providers:
+        if view.parent_uuid is None or not audit.is_gpu_provider(view):
+            continue
+        model, classes = audit.model_of([view]), audit.gpu_classes(view)
+        if (model and classes
+                and audit.mode_of([view]) == naming.MODE_PASSTHROUGH):
+            out.setdefault(nova_conf.alias_name(model), {
+                'name': nova_conf.alias_name(model),
+                'resource_class': classes[0], 'device_type': 'type-PCI'})
+    return out
+
+
+def _alias_problem(specs: dict | None, aliases: dict[str, dict],
+                   used: dict[str, dict]) -> str | None:
+    """Why a flavor's ``pci_passthrough:alias`` cannot be written, or None.
+
+    The aliases it names are added to ``used``.
+    """
+    value = (specs or {}).get('pci_passthrough:alias')
+    if not value:
+        return None
+    names = [part.split(':')[0].strip() for part in str(value).split(',')]
+    unknown = [n for n in names if n not in aliases]
+    if unknown:
+        return ('its PCI alias %s is defined in nova.conf ([pci] alias), '
+                'which no API shows, and is not one gpu-nova-ext names '
+                'after a passthrough GPU model offered in Placement'
+                % ', '.join(unknown))
+    for n in names:
+        used[n] = aliases[n]
+    return None
+
+
 def simulator(command: str):
     """The simulator's (runner, scenario) modules, for ``command``.
 
@@ -540,12 +583,18 @@ def build(facts: CloudFacts, taken_at: str) -> Snapshot:
             reason='no compute host (a resource provider with VCPU '
                    'inventory) in Placement; start nova-compute first')
 
+    aliases = pci_aliases(facts.providers)
+    used_aliases: dict[str, dict] = {}
     flavors: dict[str, dict] = {}
     for flavor in sorted(facts.flavors, key=lambda f: f.name):
         name = safe_name(flavor.name)
         if name is None:
             dropped.append('flavor %s: its name is not a scenario name'
                            % flavor.name)
+            continue
+        why = _alias_problem(flavor.extra_specs, aliases, used_aliases)
+        if why:
+            dropped.append('flavor %s: %s' % (flavor.name, why))
             continue
         flavors[name] = flavor_entry(name, flavor.vcpus, flavor.ram,
                                      flavor.disk, flavor.extra_specs)
@@ -568,6 +617,12 @@ def build(facts: CloudFacts, taken_at: str) -> Snapshot:
             dropped.append('server %s: its flavor %s cannot be written '
                            '(its resources count as free)' % (
                                where, fname or '(not shown by Nova)'))
+            continue
+        why = _alias_problem(server.flavor.get('extra_specs'), aliases,
+                             used_aliases)
+        if why:
+            dropped.append('server %s: %s (its resources count as free)'
+                           % (where, why))
             continue
         if name not in flavors:
             # deleted since: the server's own copy
@@ -592,6 +647,11 @@ def build(facts: CloudFacts, taken_at: str) -> Snapshot:
         'hosts': hosts,
         'flavors': list(flavors.values()),
     }
+    if used_aliases:
+        # nova.conf's [pci] alias is not in any API: the aliases
+        # gpu-nova-ext names after the models offered (nova-conf's rule)
+        data['nova_conf'] = {'pci': {'alias': [
+            used_aliases[a] for a in sorted(used_aliases)]}}
     if reservations:
         data['reservations'] = reservations
     quotas = _quotas(facts, hosts, dropped)

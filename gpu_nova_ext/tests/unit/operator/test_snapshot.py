@@ -124,6 +124,32 @@ class TestBuild(testtools.TestCase):
         self.assertEqual(2, len(scenario.host('h1').gpus))
         self.assertEqual(['a100.vgpu', 'small'], sorted(scenario.flavors))
 
+    def test_pci_aliases_follow_from_the_models(self):
+        # nova.conf's [pci] alias is in no API: gpu-nova-ext's own alias
+        # of an offered passthrough model is written, another is said
+        l4 = snapshot.FlavorFact(name='l4.pci', vcpus=1, ram=512, disk=1,
+                                 extra_specs={
+                                     'pci_passthrough:alias': 'gpu-l4:1'})
+        own = snapshot.FlavorFact(name='own.pci', vcpus=1, ram=512, disk=1,
+                                  extra_specs={
+                                      'pci_passthrough:alias': 'my-l4:1'})
+        facts = cloud(('h1', pgpus('h1', 2, traits=L4_PASS, total=1,
+                                   rc='CUSTOM_GPU_L4')),
+                      flavors=(l4, own, SMALL),
+                      servers=[server('vm', 'h1', flavor=own)])
+        snap = snapshot.build(facts, '2026-12-03T00:00:00Z')
+        self.assertEqual({'pci': {'alias': [{
+            'name': 'gpu-l4', 'resource_class': 'CUSTOM_GPU_L4',
+            'device_type': 'type-PCI'}]}}, snap.data['nova_conf'])
+        self.assertEqual(['l4.pci', 'small'],
+                         sorted(f['name'] for f in snap.data['flavors']))
+        said = '\n'.join(snap.dropped)
+        self.assertIn('flavor own.pci: its PCI alias my-l4 is defined in '
+                      'nova.conf', said)
+        self.assertIn('server vm (vm-id) on h1: its PCI alias my-l4', said)
+        scenario = self.loaded(snap)
+        self.assertIn('l4.pci', scenario.flavors)
+
     def test_header_says_when_and_what_is_missing(self):
         facts = cloud(('h1', pgpus('h1', 1)),
                       servers=[server('x', 'gone')])
