@@ -26,6 +26,7 @@ if it does not run, and leaves it running).
 Recovery times are measured by ``tools/bench-cloud``, not asserted here:
 these tests assert only that the cloud recovers.
 """
+import json
 import os
 import shutil
 import signal
@@ -153,6 +154,14 @@ class CloudTest(testtools.TestCase):
         shown = self.c.wait_status(server['id'])
         self.assertEqual('ERROR', shown['status'], shown)
         self.assertIn('No valid host', str(shown.get('fault')), shown)
+        # openstack gpu explain names the rule per host: Placement offers
+        # the A100 host (VGPU), GpuModelFilter refuses it (model L4)
+        rows = self.explain('--server', server['id'])
+        self.assertEqual(('removed', 'GpuModelFilter'), (
+            rows[hosts.VGPU_HOST]['Verdict'], rows[hosts.VGPU_HOST]['Rule']))
+        self.assertIn('L4', rows[hosts.VGPU_HOST]['Reason'])
+        self.assertEqual(('removed', 'Placement'), (
+            rows[hosts.PCI_HOST]['Verdict'], rows[hosts.PCI_HOST]['Rule']))
 
     def test_unhealthy_gpu_avoided_by_both_workers(self):
         self.addCleanup(self.c.delete_servers, 'health-')
@@ -197,6 +206,14 @@ class CloudTest(testtools.TestCase):
         self.assertIn('over limit of 1 due to current usage 1 and delta 1',
                       refused.stderr)
         self.assertIn('403', refused.stderr)
+        # explain says the quota once, and still judges the hosts
+        said = self.c.run(fixture.openstack_argv(
+            'gpu', 'explain', '--flavor', fixture.PCI_FLAVOR, '--project',
+            self.cloud.info['member_project_id'], '-f', 'json'))
+        self.assertIn('refuses this request before any host is looked at',
+                      said.stderr)
+        rows = {r['Host']: r for r in json.loads(said.stdout)}
+        self.assertEqual('rank 1', rows[hosts.PCI_HOST]['Verdict'], rows)
         # the admin's other project is not limited by it
         self.boot_active('quota-admin', fixture.PCI_FLAVOR)
         rows = self.c.openstack_json(*quota, 'show', '--project', 'demo',
@@ -227,6 +244,79 @@ class CloudTest(testtools.TestCase):
         server = self.boot_active('resv-admin', fixture.VGPU_FLAVOR)
         self.assertEqual([fixture.pgpu(hosts.VGPU_HOST, kept)],
                          self.c.gpu_providers(server['id']))
+
+    # --- openstack gpu explain and capacity, against the live cloud -----
+
+    def explain(self, *args, cloud_name='admin'):
+        """``openstack gpu explain ARGS -f json``: rows by host."""
+        return {r['Host']: r for r in self.c.openstack_json(
+            'gpu', 'explain', *args, cloud_name=cloud_name)}
+
+    def test_explain_names_reserved_and_unhealthy_gpus(self):
+        member = self.cloud.info['member_project_id']
+        admin = self.cloud.info['admin_project_id']
+        both = (hosts.PGPU0, hosts.PGPU1)
+        # both A100s kept for the admin's project: the member's request
+        # finds the host removed by GpuReservationFilter
+        for gpu in both:
+            where = ('--project', admin, '--host', hosts.VGPU_HOST,
+                     '--gpu', gpu)
+            self.c.openstack('gpu', 'reservation', 'create', *where)
+            self.addCleanup(self.c.openstack, 'gpu', 'reservation',
+                            'delete', *where)
+        row = self.explain('--flavor', fixture.VGPU_FLAVOR, '--project',
+                           member)[hosts.VGPU_HOST]
+        self.assertEqual(('removed', 'GpuReservationFilter'),
+                         (row['Verdict'], row['Rule']), row)
+        self.assertEqual('rank 1', self.explain(
+            '--flavor', fixture.VGPU_FLAVOR, '--project',
+            admin)[hosts.VGPU_HOST]['Verdict'])
+        # both unhealthy (the agent's traits in Placement): removed by
+        # GpuHealthFilter, whoever asks
+        for gpu in both:
+            self.c.set_health(hosts.VGPU_HOST, gpu, 'unhealthy')
+        self.addCleanup(self.wait_healthy_again, both)
+        deadline_at = time.monotonic() + RECOVERY_WAIT
+        while True:
+            row = self.explain('--flavor', fixture.VGPU_FLAVOR,
+                               '--project', admin)[hosts.VGPU_HOST]
+            if row['Rule'] == 'GpuHealthFilter' or (
+                    time.monotonic() > deadline_at):
+                break
+            time.sleep(devcloud.AGENT_INTERVAL)
+        self.assertEqual(('removed', 'GpuHealthFilter'),
+                         (row['Verdict'], row['Rule']), row)
+        self.assertIn('unhealthy', row['Reason'])
+
+    def wait_healthy_again(self, gpus):
+        for gpu in gpus:
+            changed = self.c.set_health(hosts.VGPU_HOST, gpu, 'healthy')
+        self.c.wait_until_workers_hold(
+            changed + devcloud.AGENT_INTERVAL + 1, RECOVERY_WAIT)
+
+    def test_capacity_is_what_boots(self):
+        # the L4 host's passthrough GPUs: as many servers boot as
+        # openstack gpu capacity says (in one request, --min = --max), and
+        # the next finds no host.  (The A100 vGPU flavor is not asserted:
+        # a request for as many vGPU servers as capacity said ended in
+        # ERROR on this fake hypervisor; issue 41's note.)
+        rows = self.c.openstack_json('gpu', 'capacity', '--flavor',
+                                     fixture.PCI_FLAVOR)
+        count = sum(r['Fits'] for r in rows)
+        self.assertGreater(count, 0, rows)
+        prefix = 'fill-l4'
+        self.addCleanup(self.c.delete_servers, prefix)
+        self.c.run(self.c.boot_argv(prefix, fixture.PCI_FLAVOR, wait=False)
+                   + ['--min', str(count), '--max', str(count)])
+        servers = list(self.c.conn.compute.servers(name='^%s' % prefix))
+        self.assertEqual(count, len(servers), rows)
+        shown = [self.c.wait_status(s.id) for s in servers]
+        self.assertEqual(['ACTIVE'] * count, [s['status'] for s in shown],
+                         [s.get('fault') for s in shown])
+        extra = self.c.boot(prefix + '-over', fixture.PCI_FLAVOR, wait=False)
+        shown = self.c.wait_status(extra['id'])
+        self.assertEqual('ERROR', shown['status'], shown)
+        self.assertIn('No valid host', str(shown.get('fault')), shown)
 
     # --- faults: each recovers with every worker holding every host -----
 
