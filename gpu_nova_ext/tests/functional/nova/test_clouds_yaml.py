@@ -58,13 +58,18 @@ class CloudsYamlOnlyTest(ops_base.LiveMigrationVGPUTestBase):
         traits = self.root_traits('h1')
         self.assertIn(naming.host_driver_trait('550'), traits)
         self.assertIn('COMPUTE_NODE', traits)
-        [stamp] = [t for t in traits if naming.host_reported_at(t)]
+        self.assertEqual(1, len([t for t in traits
+                                 if naming.host_reported_at(t)]), traits)
         self.assertFalse([t for t in traits if naming.gpu_health(t)])
 
         self.gpu_facts['h1'][base.PGPU1]['health'] = 'unhealthy'
         self.run_agent('h1')
         unhealthy = naming.gpu_health_trait('unhealthy', base.PGPU1)
-        self.assertIn(unhealthy, self.root_traits('h1'))
+        traits = self.root_traits('h1')
+        self.assertIn(unhealthy, traits)
+        # the cycle that wrote the change stamped it (a minute later, when
+        # the clock turned over meanwhile)
+        [stamp] = [t for t in traits if naming.host_reported_at(t)]
         # nova-compute's periodic rewrites the root's traits from its
         # provider tree: ours stay
         self._run_periodics()
