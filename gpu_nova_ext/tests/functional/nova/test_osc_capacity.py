@@ -74,19 +74,26 @@ def simulating(testcase, hosts, *argv) -> list[dict]:
         return osc_client.openstack_json(testcase, *argv)
 
 
+def start_a100_l4_hosts(testcase) -> None:
+    """h1 with an A100 and an L4, h2 with two L4s (vGPUs).
+
+    One vGPU type per pGPU address on both hosts: the harness's
+    nova-computes share one nova.conf.
+    """
+    for host, first_gpu in (('h1', base.A100), ('h2', base.L4)):
+        testcase.start_gpu_host(
+            host, {base.PGPU0: base.gpu(first_gpu),
+                   base.PGPU1: base.gpu(base.L4)},
+            multiple_gpu_types=True,
+            mdev_types={base.PGPU0: fakelibvirt.NVIDIA_12_VGPU_TYPE,
+                        base.PGPU1: fakelibvirt.NVIDIA_11_VGPU_TYPE})
+
+
 class SnapshotCapacityTest(base.GpuVGPUTestBase):
 
     def setUp(self):
         super().setUp()
-        # one vGPU type per pGPU address on both hosts: the harness's
-        # nova-computes share one nova.conf
-        for host, first_gpu in (('h1', base.A100), ('h2', base.L4)):
-            self.start_gpu_host(
-                host, {base.PGPU0: base.gpu(first_gpu),
-                       base.PGPU1: base.gpu(base.L4)},
-                multiple_gpu_types=True,
-                mdev_types={base.PGPU0: fakelibvirt.NVIDIA_12_VGPU_TYPE,
-                            base.PGPU1: fakelibvirt.NVIDIA_11_VGPU_TYPE})
+        start_a100_l4_hosts(self)
         agg = self.admin_api.post_aggregate({'aggregate': {'name': 'rack2'}})
         self.admin_api.add_host_to_aggregate(agg['id'], 'h2')
         self.flavor = self._create_flavor(

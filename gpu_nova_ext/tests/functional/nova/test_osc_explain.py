@@ -22,7 +22,6 @@ import datetime
 import json
 import re
 
-from nova.tests.fixtures import libvirt as fakelibvirt
 from nova.tests.functional.api import client as api_client
 from nova.tests.functional.libvirt import base as libvirt_base
 import testtools
@@ -182,13 +181,7 @@ class ExplainHarnessTest(base.GpuVGPUTestBase):
 
     def setUp(self):
         super().setUp()
-        for host, first_gpu in (('h1', base.A100), ('h2', base.L4)):
-            self.start_gpu_host(
-                host, {base.PGPU0: base.gpu(first_gpu),
-                       base.PGPU1: base.gpu(base.L4)},
-                multiple_gpu_types=True,
-                mdev_types={base.PGPU0: fakelibvirt.NVIDIA_12_VGPU_TYPE,
-                            base.PGPU1: fakelibvirt.NVIDIA_11_VGPU_TYPE})
+        test_osc_capacity.start_a100_l4_hosts(self)
         self.flavors = {
             model: self._create_flavor(
                 name=name, vcpu=4, memory_mb=512, disk=1, ephemeral=0,
