@@ -18,7 +18,8 @@
 ``start`` brings up, each as its own process group: a RabbitMQ node of
 its own (TLS beside plain AMQP, with a CA made at start; the agents use
 the least-privilege account of ``contrib/rabbitmq/gpu-agent-account``
-over TLS), a MariaDB server of its own (Nova's and Placement's databases),
+over TLS), a MariaDB server of its own (Nova's, Placement's and
+Keystone's databases),
 Keystone, Placement, nova-api, Glance and Neutron's API behind
 gunicorn (Neutron with ML2 and no agents, :mod:`.neutron_api`),
 nova-conductor, nova-scheduler with two forked
@@ -92,8 +93,10 @@ HA_RABBIT_OPTIONS = {
     'use_queue_manager': 'true',
 }
 MARIADBD = '/usr/sbin/mariadbd'
-# Nova's three databases and Placement's, on the cloud's MariaDB
-MARIADB_DATABASES = ('nova_api', 'nova_cell0', 'nova_cell1', 'placement')
+# Nova's three databases, Placement's and Keystone's, on the cloud's
+# MariaDB
+MARIADB_DATABASES = ('nova_api', 'nova_cell0', 'nova_cell1', 'placement',
+                     'keystone')
 # sun_path of a unix socket holds 107 bytes and a NUL
 SOCKET_PATH_MAX = 107
 REGION = 'RegionOne'
@@ -395,8 +398,8 @@ class Starter:
             os.makedirs(d, exist_ok=True)
         self.save()
         # what does not depend on each other starts side by side
-        parallel(self.rabbitmq, self.keystone_and_identity, self.glance,
-                 self.neutron, self.mariadb_placement_and_nova)
+        parallel(self.rabbitmq, self.glance, self.neutron,
+                 self.mariadb_and_its_services)
         self.nova_services()
         self.computes()
         self.clouds_yaml()
@@ -417,9 +420,11 @@ class Starter:
             form_cluster(c)
         create_agent_account(c)
 
-    def mariadb_placement_and_nova(self) -> None:
+    def mariadb_and_its_services(self) -> None:
+        """MariaDB, then Keystone, Placement and Nova's databases."""
         start_mariadb(self.cloud)
-        parallel(self.placement, self.nova_databases)
+        parallel(self.keystone_and_identity, self.placement,
+                 self.nova_databases)
 
     # --- Keystone ------------------------------------------------------
 
@@ -428,7 +433,10 @@ class Starter:
         data = c.data
         conf = self.write('keystone.conf', ini({
             'DEFAULT': {'use_stderr': 'true'},
-            'database': {'connection': 'sqlite:///%s/keystone.db' % data},
+            # not SQLite: Keystone's threads and keystone-manage writing
+            # at once failed a token request with "database is locked"
+            # (a 500 that stopped nova-scheduler's start on a busy machine)
+            'database': {'connection': mariadb_url(c, 'keystone')},
             'token': {'provider': 'fernet'},
             'fernet_tokens': {
                 'key_repository': os.path.join(data, 'fernet-keys')},
