@@ -52,23 +52,25 @@ def gpu(model: dict, health: str = 'healthy', metrics: dict | None = None,
 
 
 def libvirt_test_xml(pci_info: fakelibvirt.HostPCIDevicesInfo,
-                     mdev_info: fakelibvirt.HostMdevDevicesInfo | None = None
-                     ) -> str:
+                     mdev_info: fakelibvirt.HostMdevDevicesInfo | None = None,
+                     counted: bool = False) -> str:
     """A fakelibvirt host's node devices as a libvirt test-driver XML.
 
     PCI devices keep fakelibvirt's XML plus the PCI class real libvirt
     reports (fakelibvirt leaves it out: 3D controller for NVIDIA devices,
     Ethernet for the rest); each mdev type's ``availableInstances`` drops
     by the mdevs of that type nova-compute created on that parent (as the
-    kernel does), and those mdevs are listed too.
+    kernel does; ``counted``: the parents' XML has already dropped), and
+    those mdevs are listed too.
     """
     used: collections.Counter = collections.Counter()
     mdev_xml = []
     for name in (mdev_info.get_all_devices() if mdev_info else ()):
         xml = mdev_info.get_device_by_name(name).XMLDesc(0)
         dev = ElementTree.fromstring(xml)
-        used[(dev.findtext('parent'),
-              dev.find('capability/type').get('id'))] += 1
+        if not counted:
+            used[(dev.findtext('parent'),
+                  dev.find('capability/type').get('id'))] += 1
         mdev_xml.append(xml.strip())
     pci_xml = []
     for name in pci_info.get_all_devices():

@@ -31,7 +31,9 @@ import sys
 # Nova's services run on native threads (no eventlet), as in production
 os.environ.setdefault('OS_NOVA_DISABLE_EVENTLET_PATCHING', '1')
 
+import errno  # noqa: E402
 import io  # noqa: E402
+import re  # noqa: E402
 import threading  # noqa: E402
 
 import fixtures  # noqa: E402
@@ -91,6 +93,21 @@ def _stub_hypervisor(conn: fakelibvirt.Connection) -> None:
 
 
 def _create_mdev(conn, dev_name, mdev_type, uuid=None):
+    """The kernel's part: a new mdev, one instance of its type less free.
+
+    fakelibvirt's pGPUs keep ``availableInstances`` fixed, so Nova's VGPU
+    inventory (the mdevs plus that count) grew with every server and
+    offered more vGPUs than the GPU holds.
+    """
+    parent = conn.pci_info.devices[dev_name]
+    found = re.search(r"<type id='%s'>.*?<availableInstances>(\d+)<"
+                      % re.escape(mdev_type), parent.pci_device, re.S)
+    if found is None or found.group(1) == '0':
+        raise OSError(errno.ENOSPC, 'no %s instance left on %s'
+                      % (mdev_type, dev_name))
+    parent.pci_device = '%s%d%s' % (
+        parent.pci_device[:found.start(1)], int(found.group(1)) - 1,
+        parent.pci_device[found.end(1):])
     uuid = uuid or uuidutils.generate_uuid()
     name = libvirt_utils.mdev_uuid2name(uuid)
     conn.mdev_info.devices[name] = fakelibvirt.FakeMdevDevice(
@@ -102,7 +119,7 @@ def _publish_xml(conn, info, path: str, stop: threading.Event) -> None:
     """Keep the agent's test-driver XML equal to this host's devices."""
     last = None
     while True:
-        xml = hosts.test_xml(info, conn.mdev_info)
+        xml = hosts.test_xml(info, conn.mdev_info, counted=True)
         if xml != last:
             tmp = path + '.tmp'
             with open(tmp, 'w') as f:

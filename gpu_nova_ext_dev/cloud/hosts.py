@@ -87,9 +87,10 @@ def connection(desc: dict, info: fakelibvirt.HostPCIDevicesInfo
 
 
 def test_xml(info: fakelibvirt.HostPCIDevicesInfo,
-             mdev_info: fakelibvirt.HostMdevDevicesInfo | None = None) -> str:
+             mdev_info: fakelibvirt.HostMdevDevicesInfo | None = None,
+             counted: bool = False) -> str:
     """The same host as a libvirt test-driver XML, for the agent."""
-    return base.libvirt_test_xml(info, mdev_info)
+    return base.libvirt_test_xml(info, mdev_info, counted)
 
 
 def gpu_facts(desc: dict) -> dict:
