@@ -68,6 +68,12 @@ class RequestContext:
     mix: Any = None                 # fragmentation.Mix, once known
     # [gpu_weights] capability_scores as sorted pairs, read once
     capability_scores: tuple | None = None
+    # servers in the request (a multi-create's count), and per compute
+    # node what GpuCandidateOrderFilter last put first there:
+    # (host's num_instances then, GPU index -> units, units the
+    # request's servers already took there)
+    num_instances: int = 1
+    placed: dict = dataclasses.field(default_factory=dict)
 
     def record(self, host_state: Any) -> state_cache.HostRecord | None:
         """The live state record of a host, the same for the request."""
@@ -118,7 +124,9 @@ def request_context(spec_obj: Any) -> RequestContext:
         policy=req.intra_host_policy or group.intra_host_policy,
         project_id=project,
         vcpus=float(flavor.vcpus or 0) if flavor is not None else 0.0,
-        ram_mb=float(flavor.memory_mb or 0) if flavor is not None else 0.0)
+        ram_mb=float(flavor.memory_mb or 0) if flavor is not None else 0.0,
+        num_instances=(spec_obj.num_instances or 1
+                       if spec_obj.obj_attr_is_set('num_instances') else 1))
     with _contexts_lock:
         _contexts[spec_obj] = ctx
     return ctx

@@ -29,7 +29,7 @@ from gpu_nova_ext.scheduler import context as request_context
 # a GPU with this much free is whole (float sums of 1/n instances)
 _WHOLE = 1.0 - 1e-6
 # the slack of comparisons between sums of GPU units
-_EPS = 1e-9
+EPS = 1e-9
 # learned shapes whose decayed count falls below this are forgotten
 _FORGET = 1e-3
 # the CPU/RAM subsets of a mix kept (hosts short of CPU or RAM)
@@ -76,11 +76,11 @@ class _Sums:
         """
         above, units = self.whole_above, self.whole_units
         where = bisect.bisect_right
-        big = above[where(units, whole + _EPS)]
+        big = above[where(units, whole + EPS)]
         if rooms is not None and rooms[0] < whole:
             intact, largest = rooms
-            big += (above[where(units, intact + _EPS)]
-                    - above[where(units, min(largest, whole) + _EPS)])
+            big += (above[where(units, intact + EPS)]
+                    - above[where(units, min(largest, whole) + EPS)])
         return big * total + (above[0] - big) * (total - whole)
 
 
@@ -89,7 +89,7 @@ def _sums(whole, part, unfit: float = 0.0) -> _Sums:
         return tuple(itertools.accumulate(
             (s.prob for s in reversed(shapes)), initial=0.0))[::-1]
     return _Sums(unfit, tuple(s.units for s in whole), above(whole),
-                 tuple(s.units - _EPS for s in part), above(part))
+                 tuple(s.units - EPS for s in part), above(part))
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)

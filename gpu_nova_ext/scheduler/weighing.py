@@ -60,15 +60,18 @@ class Claim:
         return self._free
 
 
-def claim(record: records.HostRecord | None, host_state: Any) -> Claim:
-    """The Claim of a host's first allocation candidate."""
-    cands = host_state.allocation_candidates
-    if record is None or not cands:
+def claim(record: records.HostRecord | None, host_state: Any,
+          cand: dict | None = None) -> Claim:
+    """The Claim of ``cand``, by default the host's first candidate."""
+    if cand is None:
+        cands = host_state.allocation_candidates
+        cand = cands[0] if cands else None
+    if record is None or cand is None:
         return Claim(host_state=host_state, record=record)
     get = record.by_provider.get
     gpus = []
     allocs = []
-    for rp, alloc in cands[0]['allocations'].items():
+    for rp, alloc in cand['allocations'].items():
         gpu = get(rp)
         if gpu is not None:
             gpus.append(gpu)

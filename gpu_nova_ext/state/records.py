@@ -280,23 +280,28 @@ class HostRecord:
             self.domains = out
         return self.domains
 
-    def order(self, policy: str) -> tuple[dict[str, float], tuple[str, ...]]:
+    def order(self, policy: str, free: list[float] | None = None
+              ) -> tuple[dict[str, float], tuple[str, ...]]:
         """(provider -> rank, providers best GPU first) for a policy.
 
         Healthy GPUs before degraded ones, those before unhealthy ones;
         the root provider ranks last.  KeyError for an unknown policy.
+        ``free``: the free units per GPU to order by instead of the
+        record's (a multi-create's earlier servers taken off; not kept).
         """
+        if free is not None:
+            return self._order(policy, free)
         found = self.orders.get(policy)
         if found is None:
-            found = self.orders[policy] = self._order(policy)
+            found = self.orders[policy] = self._order(policy, self.free)
         return found
 
-    def _order(self, policy: str) -> tuple[dict, tuple]:
+    def _order(self, policy: str, free: list[float]) -> tuple[dict, tuple]:
         # per GPU: the value a policy puts first (None: last)
         if policy == 'pack':
-            first = self.free
+            first = free
         elif policy == 'spread':
-            first = [-f for f in self.free]
+            first = [-f for f in free]
         elif policy == 'coolest':
             first = [None if h is None else -h
                      for h in self.thermal_headroom]

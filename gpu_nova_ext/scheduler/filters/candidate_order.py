@@ -42,27 +42,28 @@ def _owner_first(ranks, best, mine):
     return ranks, best
 
 
-def _fragmentation_order(record, host_state, ctx):
+def _fragmentation_order(record, host_state, ctx, room):
     """(provider -> rank, providers best first) for ``fragmentation``.
 
     Whole GPUs fragment a host the same whichever it takes: ``pack``.  A
     vGPU ranks each GPU by the host's fragmentation after taking its share
     there (design doc: Fragmentation-aware placement), then as ``pack``.
+    ``room``: free units per GPU less the request's own (:func:`_room`).
     """
     claim = weighing.claim(record, host_state)
     if len(claim.gpus) != 1:
-        return record.order('pack')
+        return record.order('pack', room)
     share = claim.taken()[claim.gpus[0].index]
     mix = fragmentation.request_mix(ctx, claim) if share < 1.0 else None
     if not mix:
-        return record.order('pack')
-    free = fragmentation.gpu_free(record, host_state)
+        return record.order('pack', room)
+    free = room or fragmentation.gpu_free(record, host_state)
     vcpus, ram = fragmentation.free_cpu_ram(host_state)
     # free units of a GPU -> how taking the share there fragments
     cost = fragmentation.share_costs(
         free, vcpus - ctx.vcpus, ram - ctx.ram_mb, mix, share,
         record.facts.link_domains).get
-    health, least = record.health_rank, record.free
+    health, least = record.health_rank, room or record.free
     # then as pack (records.HostRecord.order): least free, PCI address
     order = sorted(record.gpus, key=lambda g: (
         health[g.index], cost(g.index, _LAST), least[g.index],
@@ -86,7 +87,7 @@ def _multi_gpu(record, cand) -> bool:
     return False
 
 
-def _topology_sort(record, host_state, cands, ranks):
+def _topology_sort(record, host_state, cands, ranks, room):
     """Sort multi-GPU candidates by topology (design doc: Topology).
 
     Healthiest GPUs, best connected, then the tightest fit, then the
@@ -94,12 +95,12 @@ def _topology_sort(record, host_state, cands, ranks):
     islands (link domains, else PCIe switches) the candidate takes from,
     so that a half-used island is used up before a whole one is broken.
     """
-    free = fragmentation.gpu_free(record, host_state)
-    room: dict = {}
+    free = room or fragmentation.gpu_free(record, host_state)
+    left: dict = {}
     for gpu in record.gpus:
         name = topology.island(gpu)
         if name is not None:
-            room[name] = room.get(name, 0.0) + free[gpu.index]
+            left[name] = left.get(name, 0.0) + free[gpu.index]
     health = record.health_rank
 
     def key(cand):
@@ -109,10 +110,74 @@ def _topology_sort(record, host_state, cands, ranks):
         islands = {topology.island(g) for g in gpus} - {None}
         return (max(health[g.index] for g in gpus),
                 topology.connectedness(gpus),
-                sum(room[name] for name in islands),
+                sum(left[name] for name in islands),
                 sum(ranks.get(rp, _LAST) for rp in cand['allocations']
                     if rp in record.by_provider))
     cands.sort(key=key)
+
+
+def _room(ctx, record, host_state, cands):
+    """Free units per GPU less what the request's own servers took there.
+
+    For a multi-create Nova claims a host's first candidate for each
+    server, among the candidates Placement gave at the request's start
+    (``SchedulerManager._schedule``, Nova 34), and counts a server it put
+    on the host in ``HostState.num_instances``.  The candidates that no
+    longer fit go, so that Nova does not claim a full GPU again (a 409
+    that fails the whole request).  None: none of them landed here.
+    """
+    seen = ctx.placed.get(host_state.uuid or host_state.nodename)
+    if seen is None:
+        return None
+    count, first, used = seen
+    if host_state.num_instances > count:
+        for index, units in first.items():
+            used[index] = used.get(index, 0.0) + units
+    if not used:
+        return None
+    room = fragmentation.gpu_free(record, host_state)
+    for index, units in used.items():
+        room[index] -= units
+    cands[:] = [c for c in cands if all(
+        units <= room[index] + fragmentation.EPS for index, units in
+        weighing.claim(record, host_state, c).taken().items())]
+    return room
+
+
+def _remember(ctx, record, host_state) -> None:
+    """Note what Nova claims on the host if it takes the request's next."""
+    key = host_state.uuid or host_state.nodename
+    seen = ctx.placed.get(key)
+    ctx.placed[key] = (host_state.num_instances,
+                       weighing.claim(record, host_state).taken(),
+                       seen[2] if seen else {})
+
+
+def _put_first(ctx, record, host_state, cands, room, by_record) -> bool:
+    """Order one host's candidates; whether the record ordered by itself."""
+    if by_record:
+        try:
+            ranks, best = record.order(ctx.policy, room)
+        except KeyError:
+            # the one of request.POLICIES a record cannot order by
+            # itself: fragmentation needs the request's mix
+            by_record = False
+    if not by_record:
+        ranks, best = _fragmentation_order(record, host_state, ctx, room)
+    mine = record.facts.reserved_providers(ctx.project_id)
+    if mine:
+        ranks, best = _owner_first(ranks, best, frozenset(mine))
+    if ctx.request.topology != 'any' and _multi_gpu(record, cands[0]):
+        _topology_sort(record, host_state, cands, ranks, room)
+        return by_record
+    for rp in best[:_PROBES]:
+        for i, cand in enumerate(cands):
+            if rp in cand['allocations']:
+                if i:
+                    cands.insert(0, cands.pop(i))
+                return by_record
+    _sort(cands, ranks)
+    return by_record
 
 
 class GpuCandidateOrderFilter(filtering.GpuFilter):
@@ -124,7 +189,8 @@ class GpuCandidateOrderFilter(filtering.GpuFilter):
     the GPUs reserved for the request's project before all.  The first
     GPU or two are looked for; else every candidate is ranked.  A
     multi-GPU server's candidates are ranked by topology first, unless
-    ``gpu:topology=any``.
+    ``gpu:topology=any``.  In a multi-create the policy counts what the
+    request's earlier servers took (:func:`_room`).
     """
 
     HARD = False
@@ -133,39 +199,18 @@ class GpuCandidateOrderFilter(filtering.GpuFilter):
         return True
 
     def _filter(self, host_states, ctx, constraint, name):
-        policy, by_record = ctx.policy, True
+        multi, by_record = ctx.num_instances > 1, True
         for host_state in host_states:
             cands = host_state.allocation_candidates
-            if len(cands) < 2:
+            if len(cands) < 2 and not (multi and cands):
                 continue
             record = ctx.record(host_state)
             if record is None:
                 continue
-            if by_record:
-                try:
-                    ranks, best = record.order(policy)
-                except KeyError:
-                    # the one of request.POLICIES a record cannot order by
-                    # itself: fragmentation needs the request's mix
-                    by_record = False
-            if not by_record:
-                ranks, best = _fragmentation_order(record, host_state, ctx)
-            mine = record.facts.reserved_providers(ctx.project_id)
-            if mine:
-                ranks, best = _owner_first(ranks, best, frozenset(mine))
-            if (ctx.request.topology != 'any'
-                    and _multi_gpu(record, cands[0])):
-                _topology_sort(record, host_state, cands, ranks)
-                continue
-            for rp in best[:_PROBES]:
-                for i, cand in enumerate(cands):
-                    if rp in cand['allocations']:
-                        if i:
-                            cands.insert(0, cands.pop(i))
-                        break
-                else:
-                    continue
-                break
-            else:
-                _sort(cands, ranks)
+            room = _room(ctx, record, host_state, cands) if multi else None
+            if len(cands) > 1:
+                by_record = _put_first(ctx, record, host_state, cands, room,
+                                       by_record)
+            if multi:
+                _remember(ctx, record, host_state)
         return host_states

@@ -295,28 +295,30 @@ class CloudTest(testtools.TestCase):
             changed + devcloud.AGENT_INTERVAL + 1, RECOVERY_WAIT)
 
     def test_capacity_is_what_boots(self):
-        # the L4 host's passthrough GPUs: as many servers boot as
-        # openstack gpu capacity says (in one request, --min = --max), and
-        # the next finds no host.  (The A100 vGPU flavor is not asserted:
-        # a request for as many vGPU servers as capacity said ended in
-        # ERROR on this fake hypervisor; issue 41's note.)
-        rows = self.c.openstack_json('gpu', 'capacity', '--flavor',
-                                     fixture.PCI_FLAVOR)
-        count = sum(r['Fits'] for r in rows)
-        self.assertGreater(count, 0, rows)
-        prefix = 'fill-l4'
-        self.addCleanup(self.c.delete_servers, prefix)
-        self.c.run(self.c.boot_argv(prefix, fixture.PCI_FLAVOR, wait=False)
-                   + ['--min', str(count), '--max', str(count)])
-        servers = list(self.c.conn.compute.servers(name='^%s' % prefix))
-        self.assertEqual(count, len(servers), rows)
-        shown = [self.c.wait_status(s.id) for s in servers]
-        self.assertEqual(['ACTIVE'] * count, [s['status'] for s in shown],
-                         [s.get('fault') for s in shown])
-        extra = self.c.boot(prefix + '-over', fixture.PCI_FLAVOR, wait=False)
-        shown = self.c.wait_status(extra['id'])
-        self.assertEqual('ERROR', shown['status'], shown)
-        self.assertIn('No valid host', str(shown.get('fault')), shown)
+        # the L4 host's passthrough GPUs and the A100 host's vGPUs: as
+        # many servers boot as openstack gpu capacity says, in one
+        # request (--min = --max; the vGPUs fill both A100s, so the GPU
+        # chosen inside the host counts the request's earlier servers),
+        # and the next finds no host
+        for flavor, prefix in ((fixture.PCI_FLAVOR, 'fill-l4'),
+                               (fixture.VGPU_FLAVOR, 'fill-a100')):
+            rows = self.c.openstack_json('gpu', 'capacity', '--flavor',
+                                         flavor)
+            count = sum(r['Fits'] for r in rows)
+            self.assertGreater(count, 0, rows)
+            self.addCleanup(self.c.delete_servers, prefix)
+            self.c.run(self.c.boot_argv(prefix, flavor, wait=False)
+                       + ['--min', str(count), '--max', str(count)])
+            servers = list(self.c.conn.compute.servers(name='^%s' % prefix))
+            self.assertEqual(count, len(servers), rows)
+            shown = [self.c.wait_status(s.id) for s in servers]
+            self.assertEqual(['ACTIVE'] * count,
+                             [s['status'] for s in shown],
+                             [s.get('fault') for s in shown])
+            extra = self.c.boot(prefix + '-over', flavor, wait=False)
+            shown = self.c.wait_status(extra['id'])
+            self.assertEqual('ERROR', shown['status'], (flavor, shown))
+            self.assertIn('No valid host', str(shown.get('fault')), shown)
 
     # --- faults: each recovers with every worker holding every host -----
 

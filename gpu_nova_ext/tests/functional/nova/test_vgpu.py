@@ -363,3 +363,55 @@ class TwoVGPUHostsTest(base.GpuVGPUTestBase):
         self.assertIn(host, ('host1', 'host2'))
         self.assertIn(rp, (self.pgpu(host, base.PGPU0),
                            self.pgpu(host, base.PGPU1)))
+
+
+class MultiCreateTest(base.GpuVGPUTestBase):
+    """One request for several servers on a host with two A100s.
+
+    Each A100 offers nvidia-12 (8 instances).  Nova claims a host's first
+    allocation candidate for every server of a request, and Placement's
+    candidates are those of the request's start: the GPU chosen inside
+    the host must count what the request's earlier servers took.
+    """
+
+    def setUp(self):
+        super().setUp()
+        # room on the host's CPUs for more servers than one GPU takes
+        self.flags(cpu_allocation_ratio=16.0)
+        self.start_gpu_host(
+            'host1', {base.PGPU0: a100(), base.PGPU1: a100()},
+            multiple_gpu_types=True,
+            mdev_types={base.PGPU0: fakelibvirt.NVIDIA_12_VGPU_TYPE,
+                        base.PGPU1: fakelibvirt.NVIDIA_12_VGPU_TYPE})
+
+    def _multi_create(self, count: int, extra_specs: dict) -> list:
+        flavor = self._create_flavor(
+            extra_spec=extra_specs, memory_mb=512, vcpu=1, disk=1,
+            ephemeral=0)
+        body = self._build_server(image_uuid=base.IMAGE, flavor_id=flavor,
+                                  networks='none')
+        body.update(min_count=count, max_count=count)
+        self.api.post_server({'server': body})
+        servers = self.api.get_servers(detail=True)
+        self.assertEqual(count, len(servers))
+        return [self._wait_for_state_change(s, 'ACTIVE') for s in servers]
+
+    def _gpus(self, servers) -> dict:
+        used: dict = {}
+        for server in servers:
+            _, rp = self.gpu_of(server)
+            used[rp] = used.get(rp, 0) + 1
+        return used
+
+    def test_more_servers_than_one_gpu_holds_pack(self):
+        # pack fills one A100 (8), then the other takes the ninth
+        servers = self._multi_create(9, VGPU)
+        self.assertEqual(
+            [1, 8], sorted(self._gpus(servers).values()))
+
+    def test_spread_alternates_within_the_request(self):
+        servers = self._multi_create(
+            4, dict(VGPU, **{'gpu:intra_host_policy': 'spread'}))
+        self.assertEqual(
+            {self.pgpu('host1', base.PGPU0): 2,
+             self.pgpu('host1', base.PGPU1): 2}, self._gpus(servers))
