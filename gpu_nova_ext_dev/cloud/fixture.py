@@ -137,6 +137,20 @@ class CloudClient:
             time.sleep(1)
         return self.show(server)
 
+    def wait_servers(self, prefix: str, timeout: float = COMMAND_TIMEOUT
+                     ) -> list:
+        """The servers named ``prefix...`` once none is building.
+
+        One openstacksdk listing a second (not a CLI start per server).
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            servers = list(self.conn.compute.servers(name='^' + prefix))
+            if (all(s.status in ('ACTIVE', 'ERROR') for s in servers)
+                    or time.monotonic() > deadline):
+                return servers
+            time.sleep(1)
+
     @staticmethod
     def host_of(shown: dict) -> str | None:
         return shown.get('OS-EXT-SRV-ATTR:host') or shown.get(

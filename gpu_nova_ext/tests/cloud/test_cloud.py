@@ -309,12 +309,11 @@ class CloudTest(testtools.TestCase):
             self.addCleanup(self.c.delete_servers, prefix)
             self.c.run(self.c.boot_argv(prefix, flavor, wait=False)
                        + ['--min', str(count), '--max', str(count)])
-            servers = list(self.c.conn.compute.servers(name='^%s' % prefix))
+            servers = self.c.wait_servers(prefix)
             self.assertEqual(count, len(servers), rows)
-            shown = [self.c.wait_status(s.id) for s in servers]
             self.assertEqual(['ACTIVE'] * count,
-                             [s['status'] for s in shown],
-                             [s.get('fault') for s in shown])
+                             [s.status for s in servers],
+                             [s.fault for s in servers])
             extra = self.c.boot(prefix + '-over', flavor, wait=False)
             shown = self.c.wait_status(extra['id'])
             self.assertEqual('ERROR', shown['status'], (flavor, shown))
