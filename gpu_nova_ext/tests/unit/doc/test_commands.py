@@ -16,11 +16,15 @@ Commands are read where a reader copies them from: inline literals
 (````...````) and literal blocks (after ``::`` or a ``code-block``).  A
 ``gpu-nova-ext`` subcommand must be one of the CLI's, an ``openstack gpu``
 command one of the plugin's entry points (setup.cfg, as OpenStackClient
-finds them), a ``tools/`` path a file of the tree.  Release notes are
+finds them), any other ``openstack`` command one of the installed
+client's and its plugins' (osc-placement's ``resource provider``
+commands included: the test venv holds what the docs tell an operator to
+install), a ``tools/`` path a file of the tree.  Release notes are
 history and are not read.
 """
 import configparser
 import glob
+import importlib.metadata
 import os
 import re
 
@@ -45,6 +49,11 @@ _GPU_NOVA_EXT = re.compile(_CMD + r'gpu-nova-ext\s+([a-z][a-z-]*)\b(?!:)',
 _OPENSTACK_GPU = re.compile(
     _CMD + r'openstack\s+(?:--[a-z-]+\s+\S+\s+)*gpu\s+([a-z]+)'
     r'(?:\s+([a-z]+))?', re.M)
+# ``openstack [--option value ...] word word ...``: the command's words
+# end at an option, a placeholder (SERVER) or a value
+_OPENSTACK = re.compile(
+    _CMD + r'openstack((?:\s+--[a-z-]+(?:[= ]\S+)?)*)((?:\s+[a-z][a-z-]*)+)',
+    re.M)
 _TOOL = re.compile(r'(?<![\w/.])tools/([A-Za-z0-9_-]+(?:\.[a-z]+)?)')
 
 
@@ -73,6 +82,17 @@ def openstack_gpu_commands() -> set[str]:
     names = parser['entry_points']['openstack.gpu.v1'].split('\n')
     return {line.split('=')[0].strip().replace('_', ' ')
             for line in names if line.strip()}
+
+
+def openstack_commands() -> set[tuple[str, ...]]:
+    """Every installed OpenStackClient command, as its words."""
+    installed = importlib.metadata.entry_points()
+    # cliff's own commands, beside the entry points
+    return {('help',), ('complete',)} | {tuple(ep.name.split('_'))
+            for group in installed.groups
+            if group.startswith('openstack.')
+            and group != 'openstack.cli.extension'
+            for ep in installed.select(group=group)}
 
 
 class TestDocumentedCommandsExist(testtools.TestCase):
@@ -117,6 +137,25 @@ class TestDocumentedCommandsExist(testtools.TestCase):
                             'command (known: %s)'
                             % (page, snippet, ', '.join(sorted(commands))))
         self.assertGreater(seen, 20)
+
+    def test_openstack_commands(self):
+        commands = openstack_commands()
+        self.assertIn(('resource', 'provider', 'list'), commands)
+        seen = 0
+        missing = []
+        for page, snippet, m in self._each(_OPENSTACK):
+            words = tuple(m.group(2).split())
+            if '--help' in m.group(1) or not words:
+                continue
+            seen += 1
+            # a command and its arguments, or a group named alone
+            if not (any(words[:n] in commands
+                        for n in range(1, len(words) + 1))
+                    or any(c[:len(words)] == words for c in commands)):
+                missing.append('%s shows %r' % (page, snippet))
+        self.assertEqual([], missing, 'openstack has no such command '
+                         '(installed: the client and its plugins)')
+        self.assertGreater(seen, 40)
 
     def test_tools_exist(self):
         seen = 0
