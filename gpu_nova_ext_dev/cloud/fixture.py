@@ -37,6 +37,7 @@ COMMAND_TIMEOUT = 180
 _LOG_LINE = re.compile(
     r'^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+) (\d+) \w+ (\S+) .*?'
     r'GPU state of (\S+) stored')
+_REQUEST_ID = re.compile(r'req-[0-9a-f-]{36}')
 _SCHEDULED = re.compile(
     r'^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+) (\d+) .*'
     r'Starting to schedule for instances: \[([^\]]*)\]')
@@ -180,6 +181,33 @@ class CloudClient:
             compute.delete_server(server)
         for server in servers:
             compute.wait_for_delete(server, wait=COMMAND_TIMEOUT)
+
+    def trail(self, server_id: str) -> str:
+        """Where a server's request got to, from the cloud's logs.
+
+        Per log that names the server (or a request id a line naming it
+        carries: nova-api's lines name the request, not the server): how
+        many lines, and the last.  For a failure message: a boot lost
+        between two services shows as the service that never logged it.
+        """
+        logs = sorted(os.listdir(self.cloud.logs))
+        requests = set()
+        for name in logs:
+            with open(os.path.join(self.cloud.logs, name),
+                      errors='replace') as f:
+                requests.update(req for line in f if server_id in line
+                                for req in _REQUEST_ID.findall(line))
+        keys = [server_id] + sorted(requests)
+        out = ['logs naming server %s (or one of its %d requests):' % (
+            server_id, len(requests))]
+        for name in logs:
+            with open(os.path.join(self.cloud.logs, name),
+                      errors='replace') as f:
+                hits = [line for line in f if any(k in line for k in keys)]
+            if hits:
+                out.append('  %s: %d lines, last: %s' % (
+                    name, len(hits), hits[-1].strip()[:400]))
+        return '\n'.join(out)
 
     # --- the agents' simulated GPUs --------------------------------------
 

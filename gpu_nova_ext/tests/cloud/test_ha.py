@@ -251,7 +251,11 @@ class HaCloudTest(testtools.TestCase):
 
     def assert_all_active_and_healthy(self, shown, unhealthy):
         for server in shown:
-            self.assertEqual('ACTIVE', server['status'], server)
+            if server['status'] != 'ACTIVE':
+                self.fail('server %s is %s (task state %s), not ACTIVE\n%s' % (
+                    server['name'], server['status'],
+                    server.get('OS-EXT-STS:task_state'),
+                    self.c.trail(server['id'])))
             self.assertNotIn(unhealthy, self.c.gpu_providers(server['id']),
                              '%s landed on the unhealthy GPU' % server['name'])
 
