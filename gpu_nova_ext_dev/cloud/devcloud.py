@@ -100,6 +100,13 @@ MARIADB_DATABASES = ('nova_api', 'nova_cell0', 'nova_cell1', 'placement',
 # sun_path of a unix socket holds 107 bytes and a NUL
 SOCKET_PATH_MAX = 107
 REGION = 'RegionOne'
+# Keystone's registered limits (every project's default) for what Nova
+# counts of every server, as devstack's lib/nova registers them with
+# unified limits (a class without one: oslo.limit logs an ERROR at each
+# boot, and counts it unlimited).  Above anything the tests boot; GPU
+# classes get per-project limits from openstack gpu quota.
+REGISTERED_LIMITS = {'servers': 100, 'class:VCPU': 400,
+                     'class:MEMORY_MB': 409600, 'class:DISK_GB': 4000}
 START_TIMEOUT = float(os.environ.get('GPU_NOVA_EXT_CLOUD_TIMEOUT', '240'))
 AGENT_INTERVAL = 5.0
 IMAGE_NAME = 'tiny-raw'
@@ -512,16 +519,19 @@ class Starter:
         reader role on the system (oslo.limit, ``[oslo_limit]``), and
         Nova's default ``[quota] unified_limits_resource_strategy =
         require`` refuses every server until ``servers`` has a registered
-        limit: 100 here.  GPU limits per model are ``openstack gpu quota``'s
-        (cloud ``admin``: this Keystone lets a project admin manage limits,
-        and Placement, which the command also reads, takes project-scoped
-        tokens only).
+        limit; a flavor's classes have one too (:data:`REGISTERED_LIMITS`,
+        as devstack registers them).  GPU limits per model are
+        ``openstack gpu quota``'s (cloud ``admin``: this Keystone lets a
+        project admin manage limits, and Placement, which the command also
+        reads, takes project-scoped tokens only).
         """
         ident.assign_system_role_to_user(
             ident.find_user('nova'), ident.find_role('reader'), 'all')
-        ident.create_registered_limit(
-            service_id=ident.find_service('nova').id, region_id=REGION,
-            resource_name='servers', default_limit=100)
+        nova = ident.find_service('nova').id
+        for name, limit in REGISTERED_LIMITS.items():
+            ident.create_registered_limit(
+                service_id=nova, region_id=REGION, resource_name=name,
+                default_limit=limit)
 
     # --- Placement -----------------------------------------------------
 
