@@ -59,6 +59,16 @@ def register(subparsers):
              % '; '.join('%s: %s' % (name, policies.DESCRIPTIONS[name])
                          for name in policies.PRESETS))
     parser.add_argument(
+        '--nova-conf', action='append', metavar='FILE',
+        help='A configuration file nova-scheduler is started with '
+             '(repeat it in its --config-file order; later files win): its '
+             'placement options ([filter_scheduler], [scheduler], '
+             '[metrics], [gpu_scheduler], [gpu_weights], [pci] alias, '
+             '[DEFAULT] allow_resize_to_same_host, [quota] driver) replace '
+             'the scenario\'s nova_conf: ones, beneath --compare\'s; '
+             'service options (workers, the state channel) are left out. '
+             'What was taken is said on stderr.')
+    parser.add_argument(
         '--seeds', nargs='+', type=int, metavar='SEED',
         help='Run the scenario\'s workload once per seed (with --compare, '
              'every policy per seed) and report the spread: per policy the '
@@ -155,6 +165,36 @@ def _policies(args, scenario) -> list[tuple[str | None, scn.Scenario]]:
     return out
 
 
+def _with_nova_conf(scenario, paths):
+    """The scenario with the schedulers' own options (--nova-conf)."""
+    from gpu_nova_ext.simulate import nova_conf_file
+    taken = nova_conf_file.read(paths)
+    scenario = nova_conf_file.apply(scenario, taken)
+    names = sorted('[%s] %s' % (group, name)
+                   for group, options in taken.options.items()
+                   for name in options)
+    _progress('--nova-conf %s: took %s' % (
+        ', '.join(paths), ', '.join(names) if names else
+        'no placement option (the simulator\'s defaults apply)'))
+    if taken.replaced:
+        _progress('--nova-conf replaced the scenario\'s nova_conf: %s'
+                  % ', '.join(taken.replaced))
+    if taken.service:
+        _progress('--nova-conf: left out (they run the service, not '
+                  'placement): %s' % ', '.join(taken.service))
+    if taken.unknown:
+        _progress('--nova-conf: not options of Nova or gpu-nova-ext, '
+                  'ignored as nova-scheduler ignores them: %s'
+                  % ', '.join(taken.unknown))
+    if taken.quotas_off:
+        _progress('--nova-conf: ' + taken.quotas_off)
+    elif scenario.quotas and 'driver' not in taken.options.get('quota', {}):
+        _progress('--nova-conf: no [quota] driver in these files: the '
+                  'scenario\'s quotas: are played as Nova\'s unified '
+                  'limits (give nova-api\'s files too to decide)')
+    return scenario
+
+
 def _cores() -> int:
     """The CPUs this process may run on."""
     try:
@@ -208,6 +248,8 @@ def _simulate(args) -> int:
     _progress('scenario %s: %d hosts, %d flavors, %d steps%s' % (
         scenario.path, len(scenario.hosts), len(scenario.flavors),
         len(scenario.steps), ', a workload' if scenario.workload else ''))
+    if args.nova_conf:
+        scenario = _with_nova_conf(scenario, args.nova_conf)
     variants = _policies(args, scenario)
     if args.seeds:
         variants = [(name, scn.with_seed(variant, seed))

@@ -93,7 +93,8 @@ NOT_REPRESENTED = (
     'health traits say, with idle metrics',
     "the schedulers' nova.conf (filters, weighers, multipliers) and "
     "whether Nova enforces unified limits ([quota] driver): the "
-    "simulator's defaults apply, quotas are enforced",
+    "simulator's defaults apply, quotas are enforced, unless "
+    "gpu-nova-ext simulate --nova-conf gives the schedulers' files",
     'vGPU type names (not in Placement): each vGPU GPU gets the type '
     'snapshot-vgpu with its inventory as instances',
     'allocations of consumers that are not servers with a host '
@@ -761,7 +762,8 @@ def header(snap: Snapshot, cloud: str) -> str:
     lines = [
         'gpu-nova-ext scenario: a snapshot of the cloud %s' % cloud,
         'taken %s by openstack gpu snapshot; play it with' % snap.taken_at,
-        '  gpu-nova-ext simulate FILE   (or --compare, or edit it first)',
+        '  gpu-nova-ext simulate FILE --nova-conf /etc/nova/nova.conf',
+        '  (the files nova-scheduler reads; or --compare, or edit it)',
         '',
         'Hosts are the compute hosts of Placement under their own names;',
         'hosts with the same GPUs share one gpus: list (&idNNN).',

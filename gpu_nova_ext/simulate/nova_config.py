@@ -114,7 +114,27 @@ class NovaConfig:
         for group, opts in self.scenario.nova_conf.items():
             for name, value in opts.items():
                 self._set_from_scenario(group, name, value)
+        if not ours:
+            self._without_ours()
         _clear_nova_caches()
+
+    def _without_ours(self) -> None:
+        """--compare nova: our filters and weighers off.
+
+        Even where the scenario's nova_conf (or --nova-conf's file) lists
+        them.
+        """
+        from gpu_nova_ext.scheduler import filters as gpu_filters
+        from gpu_nova_ext.scheduler import weighers as gpu_weighers
+        ours = {cls.__name__ for cls in gpu_filters.all_filters()}
+        fs = self.conf.filter_scheduler
+        self._set('enabled_filters', [
+            name for name in fs.enabled_filters if name not in ours],
+            'filter_scheduler')
+        ours_path = gpu_weighers.__name__ + '.'
+        self._set('weight_classes', [
+            path for path in fs.weight_classes
+            if not path.startswith(ours_path)], 'filter_scheduler')
 
     def set(self, name: str, value: Any, group: str | None) -> None:
         """Override one option until :meth:`restore`."""
