@@ -204,7 +204,8 @@ class TestCommandLine(testtools.TestCase):
         rc, out, err = self._cli(['simulate', '--nova-conf', spread,
                                   '-f', 'json'])
         self.assertEqual(0, rc, err)
-        gpus = {s['server']: s.get('gpus') for s in json.loads(out)['placements']}
+        gpus = {s['server']: s.get('gpus')
+                for s in json.loads(out)['placements']}
         self.assertNotEqual(gpus['vgpu.a100-1'], gpus['vgpu.a100-2'])
         self.assertIn('--nova-conf %s: took [gpu_scheduler] '
                       'intra_host_policy, [gpu_weights] '
