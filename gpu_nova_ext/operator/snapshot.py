@@ -44,13 +44,17 @@ How the cloud maps onto the scenario format:
 * GPU quotas: Keystone's unified limits of Nova's GPU resource classes
   (registered limits as defaults, project limits), the ``quotas:``
   section, for the classes the snapshot's hosts offer;
-* the simulated GPUs have the simulator's PCI addresses (hostgen lays
-  them out); :attr:`Snapshot.addresses` maps them back to the cloud's;
+* the GPUs keep the cloud's PCI addresses (a kind's ``addresses:``),
+  but for ``vgpu-vfio`` GPUs, whose VFs hostgen lays out at its own
+  addresses (and a host whose cloud addresses collide with that layout);
+  :attr:`Snapshot.addresses` maps the simulator's to the cloud's;
 * current servers: ``boots:`` of their flavors in the order they were
   created, each asked for the host it runs on (``host:``, as ``openstack
   server create --host``: Placement in that host's tree, every filter
-  still runs); :mod:`gpu_nova_ext.operator.capacity` says which found no
-  host there when replayed.
+  still runs) and held on the GPUs it holds there (``gpus:``, from the
+  GPU providers' allocations in Placement) where the scenario has them
+  at the cloud's addresses; :mod:`gpu_nova_ext.operator.capacity` says
+  which found no host there when replayed.
 * ``workload:``: fill the GPU flavors until the first NoValidHost, so
   that the simulation of a snapshot also says what fits next.
 """
@@ -103,6 +107,9 @@ NOT_REPRESENTED = (
     '...): unlimited in the simulator',
 )
 SNAPSHOT_VGPU_TYPE = 'snapshot-vgpu'
+#: GPU modes whose kinds keep the cloud's PCI addresses (addresses:); the
+#: simulator lays out vgpu-vfio GPUs (their VFs) itself
+ADDRESSED_MODES = ('passthrough', 'vgpu')
 HEALTHY = state_schema.HEALTH_STATES[0]
 #: most servers the snapshot's workload (and a capacity fill) boots
 FILL_MAX_SERVERS = 1000
@@ -156,6 +163,9 @@ class CloudFacts:
     #: root provider uuid -> resource class -> used
     root_usages: dict[str, dict[str, int]] = dataclasses.field(
         default_factory=dict)
+    #: GPU provider uuid -> the consumers holding it (providers in use)
+    gpu_consumers: dict[str, list[str]] = dataclasses.field(
+        default_factory=dict)
     #: None: not read (the reason is in ``unread``)
     limits: LimitFacts | None = None
     #: what could not be read, one line each
@@ -187,7 +197,7 @@ def collect(placement, conn) -> CloudFacts:
     servers and the private flavors).
     """
     providers = audit.collect(placement)
-    roots, root_usages = {}, {}
+    roots, root_usages, gpu_consumers = {}, {}, {}
     for view in providers:
         if view.parent_uuid is None:
             base = '/resource_providers/%s' % view.uuid
@@ -196,6 +206,11 @@ def collect(placement, conn) -> CloudFacts:
                 version=audit.PROVIDERS_VERSION)['inventories']
             root_usages[view.uuid] = placement.get(
                 base + '/usages', version=audit.PROVIDERS_VERSION)['usages']
+        elif audit.is_gpu_provider(view) and any(view.usages.values()):
+            # which server holds which GPU (the replay pins it there)
+            gpu_consumers[view.uuid] = sorted(placement.get(
+                '/resource_providers/%s/allocations' % view.uuid,
+                version=audit.PROVIDERS_VERSION)['allocations'])
     servers = []
     for server in nova_actions.call(conn, 'servers', details=True,
                                     all_projects=True):
@@ -225,7 +240,8 @@ def collect(placement, conn) -> CloudFacts:
     return CloudFacts(providers=providers, root_inventories=roots,
                       servers=servers, flavors=flavors,
                       aggregates=aggregates, root_usages=root_usages,
-                      limits=limits, unread=unread)
+                      gpu_consumers=gpu_consumers, limits=limits,
+                      unread=unread)
 
 
 def read_limits(conn) -> tuple[LimitFacts | None, list[str]]:
@@ -410,13 +426,27 @@ def _gpu_kinds(host: str, gpu_views: list[audit.ProviderView],
             kind['driver_version'] = driver
         if state:
             kind['health'] = state
+        cloud = _pci_addresses(gpus_of.get((model, mode, total, driver,
+                                            state), ()))
+        if mode in ADDRESSED_MODES and len(cloud) == count:
+            kind['addresses'] = cloud
         kinds.append(kind)
     out = _HostGpus(kinds=kinds, extra=extra, addresses={}, reserved={})
     if not kinds:
         return out
-    # the simulator's addresses, as hostgen lays the kinds out
-    simulated = iter(hostgen.parse(schema.Source('<snapshot>'), kinds,
-                                   'gpus').facts)
+    # the GPUs' addresses in the simulator: the cloud's (addresses:), or
+    # hostgen's layout where a kind has none
+    try:
+        generated = hostgen.parse(schema.Source('<snapshot>'), kinds,
+                                  'gpus')
+    except exception.ScenarioError:
+        # the cloud's addresses collide with hostgen's layout of a kind
+        # without them: the simulator lays out every GPU of the host
+        for kind in kinds:
+            kind.pop('addresses', None)
+        generated = hostgen.parse(schema.Source('<snapshot>'), kinds,
+                                  'gpus')
+    simulated = iter(generated.facts)
     for key in sorted(counts):
         cloud_gpus = iter(gpus_of.get(key, ()))
         for _ in range(counts[key]):
@@ -426,6 +456,28 @@ def _gpu_kinds(host: str, gpu_views: list[audit.ProviderView],
                 out.addresses[sim] = address
             if owner is not None:
                 out.reserved[sim] = owner
+    return out
+
+
+def _held(gpu_views: list[audit.ProviderView],
+          consumers: dict[str, list[str]]) -> dict[str, set[str]]:
+    """consumer -> the PCI addresses of the host's GPUs it holds."""
+    out: dict[str, set[str]] = collections.defaultdict(set)
+    for view in gpu_views:
+        address = audit.provider_address(view.name) or view.name
+        for consumer in consumers.get(view.uuid, ()):
+            out[consumer].add(address)
+    return out
+
+
+def _pci_addresses(gpus) -> list[str]:
+    """The PCI addresses of ``(address, owner)`` pairs that have one."""
+    out = []
+    for address, _owner in gpus:
+        try:
+            out.append(naming.normalize_pci_address(address))
+        except ValueError:
+            pass                # a provider name that is not an address
     return out
 
 
@@ -530,6 +582,8 @@ def build(facts: CloudFacts, taken_at: str) -> Snapshot:
     hosts = []
     gpu_lists: dict[str, list] = {}
     addresses: dict[str, dict[str, str]] = {}
+    #: host -> consumer -> the PCI addresses of the GPUs it holds
+    held: dict[str, dict[str, set[str]]] = {}
     reservations: list[dict] = []
     for view in sorted(facts.providers, key=lambda v: v.name):
         inv = facts.root_inventories.get(view.uuid)
@@ -567,6 +621,8 @@ def build(facts: CloudFacts, taken_at: str) -> Snapshot:
             entry['aggregates'] = member_of[name]
         hosts.append(entry)
         addresses[name] = gpus.addresses
+        held[name] = _held(by_parent.get(view.uuid, []),
+                           facts.gpu_consumers)
         for sim, project in sorted(gpus.reserved.items()):
             if _project_ok(project):
                 reservations.append({'project': project, 'host': name,
@@ -633,6 +689,19 @@ def build(facts: CloudFacts, taken_at: str) -> Snapshot:
         prefix = _boot_prefix(server.name, used)
         boot: dict[str, Any] = {'flavor': name, 'name': prefix,
                                 'host': server.host}
+        on = held.get(server.host, {}).get(server.id)
+        if on:
+            # the GPUs it holds, where the scenario has them at the
+            # cloud's addresses (else the replay's scheduler chooses)
+            at_cloud = {cloud for sim, cloud in
+                        addresses[server.host].items() if sim == cloud}
+            if on <= at_cloud:
+                boot['gpus'] = sorted(on)
+            else:
+                dropped.append('server %s: its GPU(s) %s are at the '
+                               "simulator's addresses in the scenario: the "
+                               "replay's scheduler chooses its GPU" % (
+                                   where, ', '.join(sorted(on))))
         if server.project_id and _project_ok(server.project_id):
             boot['project'] = server.project_id
         boots.append(boot)
@@ -773,14 +842,15 @@ def header(snap: Snapshot, cloud: str) -> str:
         'the host it runs on (host:, as openstack server create --host:',
         'Placement in that host\'s tree, every filter still runs; one that',
         'no longer fits there finds no host, and openstack gpu capacity',
-        'says how many).',
+        'says how many), on the GPUs it holds (gpus:) where the GPUs',
+        "have the cloud's PCI addresses (addresses:; the simulator lays",
+        'out vgpu-vfio GPUs at its own).',
         'workload: the GPU flavors, filled until the first NoValidHost.',
         "GPU health: the health traits each agent keeps on its host's",
         'provider (a GPU that is not healthy is a GPU kind of its own);',
         'reservations: GPUs with a CUSTOM_GPU_RESERVED_* trait and hosts',
         'in an aggregate kept for one project; quotas: Keystone unified',
-        "limits on the hosts' GPU classes. The simulated GPUs have the",
-        "simulator's PCI addresses, not the cloud's.",
+        "limits on the hosts' GPU classes.",
         '',
         'Not represented:',
     ]

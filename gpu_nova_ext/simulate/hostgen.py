@@ -107,6 +107,8 @@ class GpuSpec:
     layout: Any = None
     #: NVLink: none, pairs (bridged pairs) or all (an NVSwitch board)
     nvlink: str = 'none'
+    #: the GPUs' PCI addresses (None: laid out by :func:`generate`)
+    addresses: list[str] | None = None
 
     @property
     def vendor_id(self) -> str:
@@ -274,11 +276,17 @@ def generate(specs: list[GpuSpec]) -> Generated:
     migs: dict[str, MigType] = {}
     bus = FIRST_BUS
     index = 0
+    #: every device's address
+    at: list[str] = []
     total = sum(spec.count for spec in specs)
     for spec in specs:
         kind_first = index
+        # the kind's GPUs: its own addresses, or two buses apart (the
+        # next bus holds a GPU's VFs)
+        pfs = spec.addresses or [_address(bus + 2 * k)
+                                 for k in range(spec.count)]
         for _ in range(spec.count):
-            pf = _address(bus)
+            pf = pfs[index - kind_first]
             # two sockets: the first half of the GPUs on node 0 (two GPUs
             # per PCIe switch, as boards pair them)
             numa = 0 if index < (total + 1) // 2 else 1
@@ -295,6 +303,7 @@ def generate(specs: list[GpuSpec]) -> Generated:
                     migs[t.id] = t
                     if t.id not in mdev_types:
                         mdev_types.append(t.id)
+                at += [v for v, _t in vfs]
                 devices.append(_device(pf, spec, numa,
                                        vfs=[v for v, _t in vfs]))
                 devices += [_device(vf, spec, numa, pf=pf,
@@ -303,6 +312,7 @@ def generate(specs: list[GpuSpec]) -> Generated:
             elif spec.mode == 'vgpu-vfio':
                 vfs = [_address(bus + 1, k // 8, k % 8)
                        for k in range(spec.instances())]
+                at += vfs
                 devices.append(_device(pf, spec, numa, vfs=vfs))
                 devices += [_device(vf, spec, numa, pf=pf,
                                     mdev=(spec.vgpu_type, name, 1))
@@ -314,15 +324,16 @@ def generate(specs: list[GpuSpec]) -> Generated:
                 devices.append(_device(pf, spec, numa))
             if spec.vgpu_type and spec.vgpu_type not in mdev_types:
                 mdev_types.append(spec.vgpu_type)
+            at.append(pf)
             facts[pf] = _facts(spec)
             facts[pf]['pci_switch'] = _address(SWITCH_BUS + index // 2)
             peers = _nvlink_peers(spec, index - kind_first)
             if peers:
                 facts[pf]['nvlink_peers'] = {
-                    _address(bus + 2 * (k - (index - kind_first))):
-                    _LINKS[spec.nvlink] for k in peers}
+                    pfs[k]: _LINKS[spec.nvlink] for k in peers}
             bus += 2
             index += 1
+    _check_unique(at)
     xml = '<node>\n%s\n</node>\n' % '\n'.join(devices)
     modes = {s.mode == 'passthrough' for s in specs}
     if len(modes) > 1:
@@ -333,6 +344,19 @@ def generate(specs: list[GpuSpec]) -> Generated:
                      nova_gpu_mode='pci' if modes == {True} else 'vgpu',
                      enabled_mdev_types=mdev_types, mig_types=migs,
                      models=sorted({s.model for s in specs}))
+
+
+def _check_unique(addresses: list[str]) -> None:
+    """Every device at its own PCI address (a kind's ``addresses:``)."""
+    seen: set[str] = set()
+    for address in addresses:
+        if address in seen:
+            raise ValueError(
+                'two devices at PCI address %s: a kind\'s addresses: '
+                'collide with another kind\'s or with the simulator\'s '
+                'layout of a kind without them (buses %02x and up); give '
+                'every kind distinct addresses:' % (address, FIRST_BUS))
+        seen.add(address)
 
 
 def parse(src: schema.Source, value: list, entry: str,
@@ -364,7 +388,22 @@ def parse(src: schema.Source, value: list, entry: str,
             metrics={str(k): float(v)
                      for k, v in (item.get('metrics') or {}).items()},
             health=item.get('health'),
-            nvlink=item.get('nvlink', 'none'))
+            nvlink=item.get('nvlink', 'none'),
+            addresses=([naming.normalize_pci_address(str(a))
+                        for a in item['addresses']]
+                       if 'addresses' in item else None))
+        if spec.addresses is not None and (
+                len(spec.addresses) != spec.count):
+            raise src.fail(gentry + '.addresses', '%d addresses for %d '
+                           'GPUs (count): give one per GPU' % (
+                               len(spec.addresses), spec.count))
+        if spec.addresses and (model in layouts
+                               or spec.mode == 'vgpu-vfio'):
+            raise src.fail(gentry + '.addresses', 'not with %s: its VFs '
+                           'are laid out by the simulator; drop '
+                           'addresses:' % ('the MIG layout of %s' % model
+                                           if model in layouts
+                                           else 'mode vgpu-vfio'))
         if model in layouts:
             layout = layouts[model]
             if item.get('mode') == 'passthrough':

@@ -352,7 +352,8 @@ class Simulation:
                     self._tick(result, cache)
                     server = self._boot(result, cache, step.flavor,
                                         step.name, step.lifetime, step.index,
-                                        step.project, step.host)
+                                        step.project, step.host,
+                                        step.gpus)
                     if step.metadata and not server.error:
                         self.metadata[server.server] = dict(step.metadata)
                     if step.project and not server.error:
@@ -409,14 +410,15 @@ class Simulation:
     def _boot(self, result: res.Result, cache, flavor_name: str,
               prefix: str | None, lifetime: int | None,
               index: int | None, project: str | None = None,
-              host: str | None = None) -> res.ServerResult:
+              host: str | None = None,
+              gpus: list[str] | None = None) -> res.ServerResult:
         flavor = self.scenario.flavors[flavor_name]
         server = res.ServerResult(server=self._name(prefix or flavor.name),
                                   flavor=flavor.name, project=project,
                                   step=len(self.scenario.steps)
                                   if index is None else index)
         server.arrived_pct = self.meter.arrive(flavor)
-        host, instance_uuid = self.sched.boot(server, flavor, host)
+        host, instance_uuid = self.sched.boot(server, flavor, host, gpus)
         for name in self.sched.missing_state:
             result.missing_state.setdefault(name, self.step_no)
         result.servers.append(server)

@@ -112,8 +112,13 @@ class Scheduling:
         self._states.pop(host_name, None)
 
     def boot(self, server: res.ServerResult, flavor: scn.Flavor,
-             host: str | None = None):
+             host: str | None = None, gpus: list[str] | None = None):
         """Schedule and claim ``server`` (on ``host`` when given).
+
+        ``gpus`` (with ``host``): the server holds these GPUs of it, as a
+        snapshot's server holds its GPUs in the cloud; the filters and
+        weighers still judge the host, then the claim is the candidate
+        with exactly those GPUs instead of the intra-host choice.
 
         Returns (host, instance uuid), or (None, None) with
         ``server.error`` set.
@@ -129,8 +134,8 @@ class Scheduling:
             if server.error:
                 server.quota = True
                 return None, None
-        state, alloc_req, ordered, error = self._schedule(spec,
-                                                          instance_uuid)
+        state, alloc_req, ordered, error = self._schedule(
+            spec, instance_uuid, gpus)
         if error:
             server.error = error
             return None, None
@@ -252,7 +257,8 @@ class Scheduling:
         self.changed(state.host)
         return self.hosts[state.host], alloc_req['allocations'], None
 
-    def _schedule(self, spec, instance_uuid: str):
+    def _schedule(self, spec, instance_uuid: str,
+                  gpus: list[str] | None = None):
         """``SchedulerManager._schedule`` for one server.
 
         Returns (HostState, allocation request, ordered hosts, None), or
@@ -284,6 +290,15 @@ class Scheduling:
         if not ordered:
             return None, None, None, ('No valid host: %s'
                                       % self.scheduler.rejection())
+        if gpus:
+            pinned = self._on_gpus(ordered, gpus)
+            if not pinned:
+                return None, None, None, (
+                    'No valid host: no allocation candidate of %s holds '
+                    'exactly GPU(s) %s (the boot asks for them: full, '
+                    'or their providers filtered out)' % (
+                        ordered[0].host, ', '.join(gpus)))
+            ordered[0].allocation_candidates = pinned
         for state in ordered:
             if not state.allocation_candidates:
                 continue
@@ -300,6 +315,15 @@ class Scheduling:
             group.provider_uuids = alloc_req['mappings'][group.requester_id]
         state.consume_from_request(spec)
         return state, alloc_req, ordered, None
+
+    def _on_gpus(self, ordered: list, gpus: list[str]) -> list:
+        """The pinned host's candidates on exactly ``gpus``."""
+        state = ordered[0]             # the boot's host: the only one
+        host = self.hosts[state.host]
+        want = set(gpus)
+        return [ar for ar in state.allocation_candidates
+                if {host.gpu_of_provider[rp] for rp in ar['allocations']
+                    if rp in host.gpu_of_provider} == want]
 
     def _explain(self, server, state, ordered, host) -> None:
         sched = self.scheduler

@@ -63,6 +63,8 @@ class Boot:
     project: str | None = None    # the RequestSpec's project (reservations)
     #: asked for this host, as ``openstack server create --host``
     host: str | None = None
+    #: held on these GPUs of ``host`` (a snapshot's replay of a server)
+    gpus: list[str] | None = None
 
 
 @dataclasses.dataclass
@@ -121,15 +123,20 @@ def parse_step(src: schema.Source, item: dict, index: int,
         return _rollout(src, item['rollout'], entry + '.rollout', index,
                         scenario)
     host = item.get('host')
+    gpus = None
     if host is not None:
-        _known_host(src, scenario, host, entry + '.host')
+        known = _known_host(src, scenario, host, entry + '.host')
+        if 'gpus' in item:
+            gpus = [_known_gpu(src, known, host, address,
+                               '%s.gpus[%d]' % (entry, i))
+                    for i, address in enumerate(item['gpus'])]
     return Boot(flavor=_flavor_name(src, item['flavor'], entry + '.flavor',
                                     scenario),
                 count=item.get('count', 1), name=item.get('name'),
                 index=index, lifetime=item.get('lifetime'),
                 metadata=remediation_spec.parse_metadata(
                     item.get('metadata') or {}),
-                project=item.get('project'), host=host)
+                project=item.get('project'), host=host, gpus=gpus)
 
 
 def _known_host(src: schema.Source, scenario: Any, name: str, entry: str):
@@ -154,6 +161,19 @@ def _flavor_name(src: schema.Source, flavor: str, entry: str,
     return flavor
 
 
+def _known_gpu(src: schema.Source, host: Any, host_name: str,
+               address: str, entry: str) -> str:
+    """The host's GPU at ``address``; else a ScenarioError naming them."""
+    gpu = naming.normalize_pci_address(address)
+    func = host.function(gpu)
+    if func is None or not func.is_gpu and gpu not in host.gpus:
+        raise src.fail(entry, 'host %s has no GPU %s (GPUs: %s)'
+                       % (host_name, gpu, ', '.join(
+                           f.address for f in host.pci_functions
+                           if f.is_gpu)))
+    return gpu
+
+
 def _event(src: schema.Source, item: dict, entry: str, index: int,
            scenario: Any) -> Event:
     host_name = item['host']
@@ -162,14 +182,8 @@ def _event(src: schema.Source, item: dict, entry: str, index: int,
     if 'agent' in item:
         event.agent = item['agent']
         return event
-    gpu = naming.normalize_pci_address(item['gpu'])
-    func = host.function(gpu)
-    if func is None or not func.is_gpu and gpu not in host.gpus:
-        raise src.fail(entry + '.gpu', 'host %s has no GPU %s (GPUs: %s)'
-                       % (host_name, gpu, ', '.join(
-                           f.address for f in host.pci_functions
-                           if f.is_gpu)))
-    event.gpu = gpu
+    event.gpu = _known_gpu(src, host, host_name, item['gpu'],
+                           entry + '.gpu')
     event.health = item.get('health')
     reasons = item.get('reasons') or []
     event.reasons = (_split(reasons) if isinstance(reasons, str)

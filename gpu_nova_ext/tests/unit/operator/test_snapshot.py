@@ -99,9 +99,11 @@ class TestBuild(testtools.TestCase):
         self.assertEqual((60, 4.0, 387072, 1000), (
             h1['vcpus'], h1['cpu_allocation_ratio'], h1['memory_mb'],
             h1['disk_gb']))
+        # the GPUs at the cloud's own PCI addresses
         self.assertEqual([{'model': 'A100_80GB_PCIE', 'count': 2,
                            'mode': 'vgpu', 'vgpu_type': 'snapshot-vgpu',
-                           'vgpu_instances': 8, 'driver_version': '550'}],
+                           'vgpu_instances': 8, 'driver_version': '550',
+                           'addresses': ['0000:3b:00.0', '0000:3c:00.0']}],
                          h1['gpus'])
         self.assertEqual({'rack2': {'x': '1'}}, h2['aggregates'])
         self.assertNotIn('aggregates', h1)
@@ -178,9 +180,12 @@ class TestBuild(testtools.TestCase):
         snap = snapshot.build(facts, 'now')
         hosts = {h['name']: h for h in snap.data['hosts']}
         self.assertEqual([{'model': 'L4', 'count': 2,
-                           'mode': 'passthrough'}], hosts['h1']['gpus'])
+                           'mode': 'passthrough',
+                           'addresses': ['0000:3b:00.0', '0000:3c:00.0']}],
+                         hosts['h1']['gpus'])
         self.assertEqual('CUSTOM_GPU_L4', hosts['h1']['pci_resource_class'])
-        # the VFs of one GPU: one vgpu-vfio GPU with one vGPU each
+        # the VFs of one GPU: one vgpu-vfio GPU with one vGPU each (at
+        # the simulator's address, which lays out its VFs)
         self.assertEqual([{'model': 'A100_80GB_PCIE', 'count': 1,
                            'mode': 'vgpu-vfio', 'vgpu_type': 'snapshot-vgpu',
                            'vgpu_instances': 4, 'driver_version': '550'}],
@@ -195,6 +200,29 @@ class TestBuild(testtools.TestCase):
         self.assertIn('host bad name!: its name is not a scenario name',
                       said)
         self.loaded(snap)
+
+    def test_servers_replay_on_the_gpus_they_hold(self):
+        vfs = [child('h2-vf%d' % i, 'h2_pci_0000_3b_00_%d' % (4 + i), 'h2',
+                     A100, {'VGPU': 1}) for i in range(2)]
+        facts = cloud(('h1', pgpus('h1', 2)), ('h2', vfs),
+                      servers=[server('on-second', 'h1'),
+                               server('on-vf', 'h2')])
+        # Placement's allocations of the GPU providers in use
+        facts.gpu_consumers = {'h1-g1': ['on-second-id'],
+                               'h2-vf1': ['on-vf-id']}
+        snap = snapshot.build(facts, 'now')
+        boots = {b['name']: b for b in snap.data['boots']}
+        self.assertEqual(['0000:3c:00.0'], boots['on-second']['gpus'])
+        # a vgpu-vfio GPU is at the simulator's address: not pinned, said
+        self.assertNotIn('gpus', boots['on-vf'])
+        self.assertIn("server on-vf (on-vf-id) on h2: its GPU(s) "
+                      "0000:3b:00.5 are at the simulator's addresses",
+                      '\n'.join(snap.dropped))
+        # the scenario pins it there: the replay claims that GPU
+        scenario = self.loaded(snap)
+        pinned = [step for step in scenario.steps
+                  if getattr(step, 'name', None) == 'on-second']
+        self.assertEqual(['0000:3c:00.0'], pinned[0].gpus)
 
     def test_health_reservations_and_quotas_reach_the_scenario(self):
         """Each reaches the scenario the simulator plays.
@@ -223,16 +251,18 @@ class TestBuild(testtools.TestCase):
         self.assertEqual([(2, None), (1, 'unhealthy')],
                          [(k['count'], k.get('health'))
                           for k in hosts['h1']['gpus']])
-        # the simulator's addresses (hostgen's layout), back to the
-        # cloud's: the unhealthy GPU is the last kind's
-        sims = sorted(snap.addresses['h1'])
-        self.assertEqual(['0000:3b:00.0', '0000:3d:00.0', '0000:3c:00.0'],
-                         [snap.addresses['h1'][a] for a in sims])
+        # each GPU at its own address: the unhealthy one is the last
+        # kind's, the reserved one is the cloud's 0000:3d:00.0
+        self.assertEqual([['0000:3b:00.0', '0000:3d:00.0'],
+                          ['0000:3c:00.0']],
+                         [k['addresses'] for k in hosts['h1']['gpus']])
+        self.assertEqual({a: a for a in ('0000:3b:00.0', '0000:3c:00.0',
+                                         '0000:3d:00.0')},
+                         snap.addresses['h1'])
         self.assertEqual(
-            [{'project': 'team-a', 'host': 'h1', 'gpu': sims[1]},
+            [{'project': 'team-a', 'host': 'h1', 'gpu': '0000:3d:00.0'},
              {'project': 'team-b', 'host': 'h2'}],
             snap.data['reservations'])
-        self.assertEqual('0000:3d:00.0', snap.addresses['h1'][sims[1]])
         # h2 offers VGPU: only h1's class can be a scenario quota
         self.assertEqual([{'model': rc, 'limit': 8},
                           {'project': 'team-a', 'model': rc, 'limit': 2}],

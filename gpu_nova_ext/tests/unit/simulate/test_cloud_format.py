@@ -171,6 +171,32 @@ class TestCloudFormat(testtools.TestCase):
         self.assertError(data, 'hosts[0].libvirt_xml_inline:',
                          'follows from gpus: as a list', 'remove it')
 
+    def test_gpu_addresses(self):
+        data = self._data()
+        data['hosts'][1]['gpus'][0]['addresses'] = [
+            '0000:81:00.0', '0000:82:00.0', '0000:c1:00.0', 'c2:00.0']
+        data['hosts'][1]['gpus'][0]['nvlink'] = 'pairs'
+        host = scn.from_dict(data, PATH).host('mi210-0002')
+        self.assertEqual(['0000:81:00.0', '0000:82:00.0', '0000:c1:00.0',
+                          '0000:c2:00.0'], sorted(host.gpus))
+        # NVLink pairs are the kind's GPUs by position, at their addresses
+        self.assertEqual({'0000:82:00.0': 12},
+                         host.gpus['0000:81:00.0']['nvlink_peers'])
+        data['hosts'][1]['gpus'][0]['addresses'].pop()
+        self.assertError(data, 'hosts[1].gpus[0].addresses:',
+                         '3 addresses for 4 GPUs')
+        data = self._data()
+        data['hosts'][2]['gpus'][0]['addresses'] = ['0000:81:00.0']
+        self.assertError(data, 'hosts[2].gpus[0].addresses:',
+                         'vgpu-vfio', 'drop addresses:')
+        data = self._data()
+        # a kind's address on the simulator's layout of another kind
+        first = sorted(scn.from_dict(data, PATH).host('mi210-0001').gpus)[0]
+        data['hosts'][1]['gpus'].append({'model': 'MI210', 'count': 1,
+                                         'addresses': [first]})
+        self.assertError(data, 'hosts[1].gpus:', 'two devices at PCI '
+                         'address %s' % first, 'distinct addresses:')
+
     def test_workload_and_events_mistakes(self):
         data = self._data()
         data['workload']['until'] = 'forever'

@@ -65,3 +65,52 @@ class TestPinnedBoot(testtools.TestCase):
             _data([{'flavor': 'vgpu.a100', 'host': 'a100-9'}]), PATH)
         self.assertIn('boots[0].host', str(exc))
         self.assertIn("unknown host 'a100-9'", str(exc))
+
+
+GPU_A, GPU_B = '0000:3b:00.0', '0000:86:00.0'
+
+
+def _two_gpu_data(boots):
+    data = _data(boots)
+    data['hosts'] = [test_rollout._kind(
+        'a100', 1, 2, 'vgpu', vgpu_type='nvidia-472',
+        vgpu_name='A100D-20C', addresses=[GPU_A, GPU_B])]  # 4 vGPUs a GPU
+    return data
+
+
+class TestPinnedGpus(testtools.TestCase):
+    """A boot's ``gpus:``: a snapshot's server replayed on its GPUs."""
+
+    def test_pinned_servers_hold_their_gpus_or_fail_there(self):
+        result = runner.Simulation(scn.from_dict(_two_gpu_data([
+            {'flavor': 'vgpu.a100', 'name': 'on-b', 'host': 'a100-0001',
+             'gpus': [GPU_B]},
+            {'flavor': 'vgpu.a100', 'name': 'on-a', 'host': 'a100-0001',
+             'gpus': ['3b:00.0'], 'count': 5},
+            {'flavor': 'vgpu.a100', 'name': 'free'},
+        ]), PATH)).run()
+        where = {s.server: (s.gpus, s.error) for s in result.servers}
+        self.assertEqual(([GPU_B], None), where['on-b-1'])
+        # packing alone would put the first of them beside on-b
+        self.assertEqual({((GPU_A,), None)}, {
+            (tuple(where['on-a-%d' % n][0]), where['on-a-%d' % n][1])
+            for n in range(1, 5)})
+        gpus, error = where['on-a-5']
+        self.assertFalse(gpus)
+        self.assertIn('No valid host: no allocation candidate of a100-0001 '
+                      'holds exactly GPU(s) %s' % GPU_A, error)
+        # unpinned, the scheduler's own choice: the GPU with room
+        self.assertEqual(([GPU_B], None), where['free-1'])
+
+    def test_pin_mistakes_name_the_entry(self):
+        exc = self.assertRaises(
+            exception.ScenarioError, scn.from_dict, _two_gpu_data([
+                {'flavor': 'vgpu.a100', 'host': 'a100-0001',
+                 'gpus': ['0000:99:00.0']}]), PATH)
+        self.assertIn('boots[0].gpus[0]', str(exc))
+        self.assertIn('host a100-0001 has no GPU 0000:99:00.0', str(exc))
+        exc = self.assertRaises(
+            exception.ScenarioError, scn.from_dict, _two_gpu_data([
+                {'flavor': 'vgpu.a100', 'gpus': [GPU_A]}]), PATH)
+        self.assertIn('boots[0]', str(exc))
+        self.assertIn('host', str(exc))
