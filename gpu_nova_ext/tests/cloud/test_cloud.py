@@ -33,8 +33,11 @@ import signal
 import tempfile
 import time
 
+import fixtures
 import testtools
+import yaml
 
+from gpu_nova_ext.operator import audit
 from gpu_nova_ext.tempest_plugin import gpus
 from gpu_nova_ext.tests import deadline
 from gpu_nova_ext_dev.cloud import devcloud
@@ -46,6 +49,8 @@ from gpu_nova_ext_dev.cloud import tempest
 # the suite's one deadline (an upper bound on waiting, not a timing
 # assertion)
 RECOVERY_WAIT = deadline.WAIT_S
+# servers a snapshot's simulation and the cloud place one after the other
+NEXT = 4
 
 
 class CloudTest(testtools.TestCase):
@@ -318,6 +323,57 @@ class CloudTest(testtools.TestCase):
             shown = self.c.wait_status(extra['id'])
             self.assertEqual('ERROR', shown['status'], (flavor, shown))
             self.assertIn('No valid host', str(shown.get('fault')), shown)
+
+    def test_snapshot_simulation_places_the_next_servers_as_the_cloud(self):
+        """The next servers land on the host and GPU the cloud gives them.
+
+        One vGPU server runs; ``openstack gpu snapshot`` writes the cloud;
+        ``gpu-nova-ext simulate --nova-conf`` with the files nova-scheduler
+        was started with replays that server on its GPU and places the
+        next ones; the same servers, booted in the cloud one by one, land
+        on the same hosts and GPUs (PCI addresses: the snapshot keeps the
+        cloud's).
+        """
+        self.addCleanup(self.c.delete_servers, 'next-')
+        first = self.boot_active('next-0', fixture.VGPU_FLAVOR)
+        path = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                            'cloud.yaml')
+        self.c.openstack('gpu', 'snapshot', '--output', path)
+        with open(path) as f:
+            data = yaml.safe_load(f)
+        replay = [b for b in data['boots'] if b['name'] == 'next-0']
+        held = [audit.provider_address(name)
+                for name in self.c.gpu_providers(first['id'])]
+        self.assertEqual([held], [b.get('gpus') for b in replay], data)
+        data['workload'] = {'flavors': {fixture.VGPU_FLAVOR: 1},
+                            'until': 'first_failure',
+                            'max_servers': NEXT}
+        with open(path, 'w') as f:
+            yaml.safe_dump(data, f)
+        files = [self.cloud.conf('nova/nova.conf'),
+                 self.cloud.conf('nova/controller.conf')]
+        own = devcloud.scheduler_conf(self.cloud, 'nova-scheduler')
+        files += [own] if os.path.exists(own) else []
+        proc = self.c.run([os.path.join(devcloud.BIN, 'gpu-nova-ext'),
+                           'simulate', path, '-f', 'json'] + [
+                               arg for conf in files
+                               for arg in ('--nova-conf', conf)])
+        self.assertIn('--nova-conf %s: took' % ', '.join(files),
+                      proc.stderr)
+        placements = json.loads(proc.stdout)['placements']
+        simulated = [(p.get('host'), p.get('gpus'))
+                     for p in placements[len(data['boots']):]]
+        self.assertEqual(NEXT, len(simulated), placements)
+        replayed = {p['server']: (p.get('host'), p.get('gpus'))
+                    for p in placements[:len(data['boots'])]}
+        self.assertEqual((hosts.VGPU_HOST, held), replayed['next-0-1'])
+        live = []
+        for n in range(1, NEXT + 1):
+            server = self.boot_active('next-%d' % n, fixture.VGPU_FLAVOR)
+            live.append((self.c.host_of(self.c.show(server['id'])), [
+                audit.provider_address(name)
+                for name in self.c.gpu_providers(server['id'])]))
+        self.assertEqual(live, simulated)
 
     # --- faults: each recovers with every worker holding every host -----
 
