@@ -26,6 +26,7 @@ import sys
 import warnings
 
 from gpu_nova_ext import exception
+from gpu_nova_ext.simulate import nova_conf_file
 from gpu_nova_ext.simulate import policies
 from gpu_nova_ext.simulate import scenario as scn
 from gpu_nova_ext import text_table
@@ -60,14 +61,9 @@ def register(subparsers):
                          for name in policies.PRESETS))
     parser.add_argument(
         '--nova-conf', action='append', metavar='FILE',
-        help='A configuration file nova-scheduler is started with '
-             '(repeat it in its --config-file order; later files win): its '
-             'placement options ([filter_scheduler], [scheduler], '
-             '[metrics], [gpu_scheduler], [gpu_weights], [pci] alias, '
-             '[DEFAULT] allow_resize_to_same_host, [quota] driver) replace '
-             'the scenario\'s nova_conf: ones, beneath --compare\'s; '
-             'service options (workers, the state channel) are left out. '
-             'What was taken is said on stderr.')
+        help=nova_conf_file.HELP + (' They replace the scenario\'s '
+                                    'nova_conf: options, beneath '
+                                    '--compare\'s.'))
     parser.add_argument(
         '--seeds', nargs='+', type=int, metavar='SEED',
         help='Run the scenario\'s workload once per seed (with --compare, '
@@ -167,28 +163,12 @@ def _policies(args, scenario) -> list[tuple[str | None, scn.Scenario]]:
 
 def _with_nova_conf(scenario, paths):
     """The scenario with the schedulers' own options (--nova-conf)."""
-    from gpu_nova_ext.simulate import nova_conf_file
     taken = nova_conf_file.read(paths)
     scenario = nova_conf_file.apply(scenario, taken)
-    names = sorted('[%s] %s' % (group, name)
-                   for group, options in taken.options.items()
-                   for name in options)
-    _progress('--nova-conf %s: took %s' % (
-        ', '.join(paths), ', '.join(names) if names else
-        'no placement option (the simulator\'s defaults apply)'))
-    if taken.replaced:
-        _progress('--nova-conf replaced the scenario\'s nova_conf: %s'
-                  % ', '.join(taken.replaced))
-    if taken.service:
-        _progress('--nova-conf: left out (they run the service, not '
-                  'placement): %s' % ', '.join(taken.service))
-    if taken.unknown:
-        _progress('--nova-conf: not options of Nova or gpu-nova-ext, '
-                  'ignored as nova-scheduler ignores them: %s'
-                  % ', '.join(taken.unknown))
-    if taken.quotas_off:
-        _progress('--nova-conf: ' + taken.quotas_off)
-    elif scenario.quotas and 'driver' not in taken.options.get('quota', {}):
+    for line in nova_conf_file.notes(taken, paths):
+        _progress(line)
+    if (scenario.quotas and not taken.quotas_off
+            and 'driver' not in taken.options.get('quota', {})):
         _progress('--nova-conf: no [quota] driver in these files: the '
                   'scenario\'s quotas: are played as Nova\'s unified '
                   'limits (give nova-api\'s files too to decide)')

@@ -34,6 +34,7 @@ from oslo_log import log as logging
 
 from gpu_nova_ext import exception
 from gpu_nova_ext.operator import snapshot as snap_mod
+from gpu_nova_ext.simulate import nova_conf_file
 
 LOG = logging.getLogger(__name__)
 
@@ -48,8 +49,6 @@ UNACCOUNTED = (
     "--flavor F --project P says a project's quota), and GPU "
     'reservations count as kept from the servers counted (they are of no '
     'project that reserved anything)',
-    "the schedulers' own nova.conf (the simulator's filters, weighers "
-    'and defaults apply)',
 )
 NO_AGGREGATE = '-'
 
@@ -112,16 +111,25 @@ def scenario_of(snap: snap_mod.Snapshot, flavor: str,
     return data
 
 
+def unaccounted(taken: nova_conf_file.Taken | None) -> tuple[str, ...]:
+    """What an answer does not account for, with or without --nova-conf."""
+    return UNACCOUNTED + (() if taken else (nova_conf_file.NOT_GIVEN,))
+
+
 def fill(snap: snap_mod.Snapshot, flavor: str, aggregates: dict,
-         max_servers: int = DEFAULT_MAX_SERVERS,
-         progress=None) -> tuple[list[Row], list[str]]:
+         max_servers: int = DEFAULT_MAX_SERVERS, progress=None,
+         taken: nova_conf_file.Taken | None = None
+         ) -> tuple[list[Row], list[str]]:
     """Rows of one flavor and the notes of its replay.
 
-    ``aggregates``: host -> aggregate names (hosts in none: ``-``).
+    ``aggregates``: host -> aggregate names (hosts in none: ``-``);
+    ``taken``: the schedulers' own options (--nova-conf).
     """
     runner, scn = snap_mod.simulator('capacity')
     scenario = scn.from_dict(scenario_of(snap, flavor, max_servers),
                              '<snapshot %s>' % snap.taken_at)
+    if taken is not None:
+        scenario = nova_conf_file.apply(scenario, taken)
     result = runner.Simulation(scenario, progress=progress).run()
     models = {(o.host, o.gpu): o.model for o in result.occupancy}
     replay = len(scenario.steps)
@@ -180,12 +188,16 @@ def host_aggregates(facts: snap_mod.CloudFacts) -> dict[str, list[str]]:
 
 def answer(facts: snap_mod.CloudFacts, snap: snap_mod.Snapshot,
            flavors: list[str], aggregate: str | None = None,
-           max_servers: int = DEFAULT_MAX_SERVERS) -> Answer:
+           max_servers: int = DEFAULT_MAX_SERVERS,
+           nova_conf: tuple[nova_conf_file.Taken, list[str]] | None = None
+           ) -> Answer:
     """Capacity of each flavor (of ``aggregate`` only, when given).
 
     With ``aggregate``, the servers that land on its hosts count, and
-    only its rows are kept.
+    only its rows are kept.  ``nova_conf``: what
+    :func:`nova_conf_file.read` took and from which files.
     """
+    taken, paths = nova_conf or (None, [])
     names = check_flavors(snap, flavors)
     by_host = host_aggregates(facts)
     if aggregate is not None:
@@ -195,7 +207,8 @@ def answer(facts: snap_mod.CloudFacts, snap: snap_mod.Snapshot,
     notes: list[str] = []
     for name in names:
         LOG.debug('capacity: filling flavor %(flavor)s', {'flavor': name})
-        flavor_rows, flavor_notes = fill(snap, name, by_host, max_servers)
+        flavor_rows, flavor_notes = fill(snap, name, by_host, max_servers,
+                                         taken=taken)
         if aggregate is not None:
             flavor_rows = ([r for r in flavor_rows
                             if r.aggregate == aggregate] or
@@ -203,7 +216,9 @@ def answer(facts: snap_mod.CloudFacts, snap: snap_mod.Snapshot,
                                 fits=0)])
         rows += flavor_rows
         notes += flavor_notes
+    if taken is not None:
+        notes += nova_conf_file.notes(taken, paths)
     notes += ['not represented in the snapshot: %s' % line
               for line in snap.dropped]
-    notes += ['not accounted for: %s' % line for line in UNACCOUNTED]
+    notes += ['not accounted for: %s' % line for line in unaccounted(taken)]
     return Answer(rows=rows, notes=notes)

@@ -40,6 +40,7 @@ from oslo_log import log as logging
 from gpu_nova_ext import exception
 from gpu_nova_ext.operator import capacity
 from gpu_nova_ext.operator import snapshot as snap_mod
+from gpu_nova_ext.simulate import nova_conf_file
 
 LOG = logging.getLogger(__name__)
 
@@ -47,8 +48,6 @@ LOG = logging.getLogger(__name__)
 UNACCOUNTED = (
     "GPU health changes since each agent's last report in Placement, and "
     'GPU metrics (metric weighers see idle GPUs)',
-    "the schedulers' own nova.conf (the simulator's filters, weighers, "
-    'multipliers and defaults apply)',
     'whether Nova enforces unified limits ([quota] driver): the '
     "snapshot's Keystone GPU limits are enforced",
 )
@@ -189,15 +188,31 @@ def scenario_of(snap: snap_mod.Snapshot, flavor: snap_mod.FlavorFact
     return data, REQUEST_FLAVOR
 
 
-def simulate(snap: snap_mod.Snapshot, request: Request):
+def unaccounted(taken: nova_conf_file.Taken | None) -> tuple[str, ...]:
+    """What an answer does not account for, with or without --nova-conf.
+
+    With a ``[quota] driver`` from the files, the quota line goes too.
+    """
+    if taken is None:
+        return (UNACCOUNTED[0], nova_conf_file.NOT_GIVEN) + UNACCOUNTED[1:]
+    if 'driver' in taken.options.get('quota', {}):
+        return UNACCOUNTED[:1]
+    return UNACCOUNTED
+
+
+def simulate(snap: snap_mod.Snapshot, request: Request,
+             taken: nova_conf_file.Taken | None = None):
     """Replay the snapshot, then explain one request.
 
-    Returns (the simulation's Result, the scheduling Explanation, the
-    number of replay steps).
+    ``taken``: the schedulers' own options (--nova-conf).  Returns (the
+    simulation's Result, the scheduling Explanation, the number of replay
+    steps).
     """
     runner, scn = snap_mod.simulator('explain')
     data, flavor = scenario_of(snap, request.flavor)
     scenario = scn.from_dict(data, '<snapshot %s>' % snap.taken_at)
+    if taken is not None:
+        scenario = nova_conf_file.apply(scenario, taken)
 
     explained = []
 
@@ -303,15 +318,19 @@ def rows_of(facts: snap_mod.CloudFacts, snap: snap_mod.Snapshot,
 
 
 def answer(facts: snap_mod.CloudFacts, snap: snap_mod.Snapshot,
-           request: Request) -> Answer:
+           request: Request,
+           nova_conf: tuple[nova_conf_file.Taken, list[str]] | None = None
+           ) -> Answer:
     """Explain ``request`` against the cloud ``facts``/``snap`` describe.
 
     For ``--server``, give the facts and snapshot without the server
-    (:func:`without_server`).
+    (:func:`without_server`).  ``nova_conf``: what
+    :func:`nova_conf_file.read` took and from which files.
     """
+    taken, paths = nova_conf or (None, [])
     LOG.debug('explain: flavor %(flavor)s, project %(project)s',
               {'flavor': request.flavor.name, 'project': request.project})
-    result, explanation, replay = simulate(snap, request)
+    result, explanation, replay = simulate(snap, request, taken)
     rows = rows_of(facts, snap, explanation)
     notes = capacity.replay_notes(
         result, replay, 'replay', 'so their hosts look emptier here than '
@@ -319,6 +338,8 @@ def answer(facts: snap_mod.CloudFacts, snap: snap_mod.Snapshot,
     if explanation.missing_state:
         notes.append('hosts without live GPU state in the simulation: %s'
                      % ', '.join(sorted(explanation.missing_state)))
+    if taken is not None:
+        notes += nova_conf_file.notes(taken, paths)
     notes += ['not represented in the snapshot: %s' % line
               for line in snap.dropped]
     return Answer(rows=rows, quota=explanation.quota, notes=notes)

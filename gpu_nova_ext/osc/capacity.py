@@ -23,6 +23,7 @@ from gpu_nova_ext.operator import capacity
 from gpu_nova_ext.operator import nova_actions
 from gpu_nova_ext.osc import command
 from gpu_nova_ext.osc import snapshot as snapshot_cmd
+from gpu_nova_ext.simulate import nova_conf_file
 
 COLUMNS = ('Flavor', 'GPU Model', 'Aggregate', 'Fits', 'At Least')
 
@@ -45,6 +46,9 @@ class ShowCapacity(command.Lister):
             metavar='<count>',
             help='Stop counting a flavor at this many servers (default '
                  '%(default)s; "At Least" says it stopped there).')
+        parser.add_argument(
+            '--nova-conf', action='append', default=[], metavar='<file>',
+            help=nova_conf_file.HELP)
         return parser
 
     def take_action(self, parsed_args):
@@ -61,9 +65,11 @@ class ShowCapacity(command.Lister):
                 (a.name for a in nova_actions.call(client.conn, 'aggregates')
                  if parsed_args.aggregate in (a.name, str(a.id))),
                 parsed_args.aggregate)
+        # a bad file is said before the cloud is read
+        nova_conf = nova_conf_file.given(parsed_args.nova_conf)
         facts, snap = snapshot_cmd.take(client)
         found = capacity.answer(facts, snap, parsed_args.flavor, aggregate,
-                                parsed_args.max_servers)
+                                parsed_args.max_servers, nova_conf)
         for line in found.notes:
             self.app.stderr.write('openstack %s: %s\n' % (self.cmd_name,
                                                           line))

@@ -26,6 +26,7 @@ from gpu_nova_ext.operator import reservation
 from gpu_nova_ext.operator import snapshot
 from gpu_nova_ext.osc import command
 from gpu_nova_ext.osc import snapshot as snapshot_cmd
+from gpu_nova_ext.simulate import nova_conf_file
 
 COLUMNS = ('Host', 'Verdict', 'Rule', 'Reason', 'Weight', 'Weights')
 
@@ -49,6 +50,9 @@ class ExplainPlacement(command.Lister):
             '--project', metavar='<project-id>',
             help="The project that asks (its GPU reservations and "
                  "quotas); default: the server's, or none.")
+        parser.add_argument(
+            '--nova-conf', action='append', default=[], metavar='<file>',
+            help=nova_conf_file.HELP)
         return parser
 
     def take_action(self, parsed_args):
@@ -59,6 +63,8 @@ class ExplainPlacement(command.Lister):
                                              parsed_args.project)
             if note:
                 notes.append(note)
+        # a bad file is said before the cloud is read
+        nova_conf = nova_conf_file.given(parsed_args.nova_conf)
         facts, snap = snapshot_cmd.take(client)
         if parsed_args.server:
             request = explain.request_of_server(
@@ -68,10 +74,11 @@ class ExplainPlacement(command.Lister):
         else:
             request = explain.request_of_flavor(
                 facts, parsed_args.flavor, parsed_args.project)
-        found = explain.answer(facts, snap, request)
+        found = explain.answer(facts, snap, request, nova_conf)
         say = self.app.stderr.write
         say('openstack %s: not accounted for: %s\n' % (
-            self.cmd_name, '; '.join(explain.UNACCOUNTED)))
+            self.cmd_name, '; '.join(explain.unaccounted(
+                nova_conf and nova_conf[0]))))
         if found.quota:
             say('openstack %s: %s of project %s refuses this request '
                 'before any host is looked at: %s\n' % (

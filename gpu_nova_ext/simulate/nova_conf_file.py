@@ -50,6 +50,10 @@ GROUPS: dict[str, tuple[str, ...] | None] = {
     'DEFAULT': ('allow_resize_to_same_host',),
     'quota': ('driver',),
 }
+#: what a simulation without --nova-conf does not account for (said)
+NOT_GIVEN = ("the schedulers' own nova.conf (the simulator's filters, "
+             'weighers, multipliers and defaults apply; --nova-conf FILE '
+             'gives them)')
 #: (group, option) of the taken groups that run the service, not placement
 SERVICE_OPTIONS = frozenset({
     ('scheduler', 'workers'),
@@ -59,6 +63,16 @@ SERVICE_OPTIONS = frozenset({
     ('gpu_scheduler', 'agent_topic'),
     ('gpu_scheduler', 'startup_state_wait'),
 })
+
+
+#: --nova-conf's help (simulate's, gpu capacity's and gpu explain's)
+HELP = ('A configuration file nova-scheduler is started with (repeat it '
+        'in its --config-file order; later files win): the placement '
+        'options it sets ([filter_scheduler], [scheduler], [metrics], '
+        '[gpu_scheduler], [gpu_weights], [pci] alias, [DEFAULT] '
+        'allow_resize_to_same_host, [quota] driver) replace the '
+        'simulator\'s; service options (workers, the state channel) are '
+        'left out. What was taken is said on stderr.')
 
 
 @dataclasses.dataclass
@@ -82,10 +96,16 @@ def _nova_opts() -> cfg.ConfigOpts:
 
     Nova's (from the modules that define them) and ours.
     """
-    from nova.conf import compute
-    from nova.conf import pci
-    from nova.conf import quota
-    from nova.conf import scheduler
+    try:
+        from nova.conf import compute
+        from nova.conf import pci
+        from nova.conf import quota
+        from nova.conf import scheduler
+    except ImportError:
+        raise exception.ConfigError(reason=(
+            '--nova-conf reads the files with Nova\'s option definitions, '
+            'and Nova is not installed here: pip install '
+            '"gpu-nova-ext[simulator]"'))
     conf = cfg.ConfigOpts()
     for module in (scheduler, pci, quota, compute):
         module.register_opts(conf)
@@ -168,6 +188,7 @@ def apply(scenario, taken: Taken):
     """
     out = copy.copy(scenario)
     conf = copy.deepcopy(scenario.nova_conf)
+    taken.replaced, taken.quotas_off = [], None
     for group, options in taken.options.items():
         if group == 'quota':
             continue                      # the simulator's quotas decide
@@ -187,3 +208,31 @@ def apply(scenario, taken: Taken):
                 'played' % (driver, len(scenario.quotas)))
             out.quotas = []
     return out
+
+
+def notes(taken: Taken, paths: list[str]) -> list[str]:
+    """What :func:`read` and :func:`apply` did, one line each."""
+    names = sorted(_label(group, name)
+                   for group, options in taken.options.items()
+                   for name in options)
+    out = ['--nova-conf %s: took %s' % (
+        ', '.join(paths), ', '.join(names) if names else
+        'no placement option (the simulator\'s defaults apply)')]
+    if taken.replaced:
+        out.append('--nova-conf replaced the scenario\'s nova_conf: %s'
+                   % ', '.join(taken.replaced))
+    if taken.service:
+        out.append('--nova-conf: left out (they run the service, not '
+                   'placement): %s' % ', '.join(taken.service))
+    if taken.unknown:
+        out.append('--nova-conf: not options of Nova or gpu-nova-ext, '
+                   'ignored as nova-scheduler ignores them: %s'
+                   % ', '.join(taken.unknown))
+    if taken.quotas_off:
+        out.append('--nova-conf: ' + taken.quotas_off)
+    return out
+
+
+def given(paths: list[str]) -> tuple[Taken, list[str]] | None:
+    """``(read(paths), paths)``; None without files."""
+    return (read(paths), list(paths)) if paths else None

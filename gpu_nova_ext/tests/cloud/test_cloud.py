@@ -374,6 +374,15 @@ class CloudTest(testtools.TestCase):
                 audit.provider_address(name)
                 for name in self.c.gpu_providers(server['id'])]))
         self.assertEqual(live, simulated)
+        # gpu explain with the same files: said, and the request ranks
+        # the vGPU host first
+        said = self.c.run(fixture.openstack_argv(
+            'gpu', 'explain', '--flavor', fixture.VGPU_FLAVOR, '-f', 'json',
+            *[arg for conf in files for arg in ('--nova-conf', conf)]))
+        self.assertIn('--nova-conf %s: took' % ', '.join(files), said.stderr)
+        self.assertNotIn("the schedulers' own nova.conf", said.stderr)
+        rows = {r['Host']: r for r in json.loads(said.stdout)}
+        self.assertEqual('rank 1', rows[hosts.VGPU_HOST]['Verdict'], rows)
 
     # --- faults: each recovers with every worker holding every host -----
 

@@ -33,6 +33,7 @@ import testtools
 from gpu_nova_ext.operator import audit
 from gpu_nova_ext.operator import capacity
 from gpu_nova_ext.operator import snapshot
+from gpu_nova_ext.simulate import nova_conf_file
 from gpu_nova_ext.simulate import scenario as scn
 from gpu_nova_ext.tests.functional.nova import base
 from gpu_nova_ext.tests.functional import osc_client
@@ -182,6 +183,12 @@ class SnapshotCapacityTest(base.GpuVGPUTestBase):
         err = osc_client.refused(self, 'gpu', 'snapshot', '--output',
                                  '/nonexistent/dir/cloud.yaml')
         self.assertIn('cannot write it', err)
+        for command in ('capacity', 'explain'):
+            err = osc_client.refused(self, 'gpu', command, '--flavor',
+                                     FLAVOR, '--nova-conf',
+                                     '/nonexistent/nova.conf')
+            self.assertIn('--nova-conf: cannot read /nonexistent/nova.conf',
+                          err)
 
 
 class CapacityReplayTest(testtools.TestCase):
@@ -238,3 +245,46 @@ class CapacityReplayTest(testtools.TestCase):
                       'h1_pci_0000_3b_00_0 is MIG-partitioned', said)
         for line in capacity.UNACCOUNTED:
             self.assertIn('not accounted for: ' + line, said)
+
+    def test_the_schedulers_nova_conf_decides_the_count(self):
+        # two hosts of four vGPUs each: eight fit, unless the schedulers'
+        # own nova.conf caps the instances per host
+        flavor = snapshot.FlavorFact(name='g1', vcpus=1, ram=512, disk=1,
+                                     extra_specs={'resources:VGPU': '1'})
+        a100 = ['CUSTOM_GPU_MODEL_A100_80GB_PCIE', 'CUSTOM_GPU_MODE_VGPU']
+        providers, roots = [], {}
+        for host in ('h1', 'h2'):
+            providers.append(audit.ProviderView(uuid=host, name=host,
+                                                root_uuid=host))
+            providers.append(audit.ProviderView(
+                uuid=host + '-g', name=host + '_pci_0000_3b_00_0',
+                root_uuid=host, parent_uuid=host, traits=a100,
+                inventories={'VGPU': {'total': 4, 'reserved': 0}}))
+            roots[host] = {'VCPU': {'total': 8, 'reserved': 0,
+                                    'allocation_ratio': 1.0},
+                           'MEMORY_MB': {'total': 8192, 'reserved': 0},
+                           'DISK_GB': {'total': 100, 'reserved': 0}}
+        facts = snapshot.CloudFacts(providers=providers,
+                                    root_inventories=roots, servers=[],
+                                    flavors=[flavor], aggregates={})
+        snap = snapshot.build(facts, 'now')
+        path = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                            'nova.conf')
+        with open(path, 'w') as f:
+            f.write('[filter_scheduler]\nenabled_filters = ComputeFilter,'
+                    'NumInstancesFilter,GpuModelFilter\n'
+                    'max_instances_per_host = 3\n[scheduler]\nworkers = 4\n')
+        stock = capacity.answer(facts, snap, [])
+        capped = capacity.answer(facts, snap, [], nova_conf=(
+            nova_conf_file.read([path]), [path]))
+        self.assertEqual([8], [r.fits for r in stock.rows])
+        self.assertEqual([6], [r.fits for r in capped.rows])
+        said = '\n'.join(capped.notes)
+        self.assertIn('--nova-conf %s: took [filter_scheduler] '
+                      'enabled_filters, [filter_scheduler] '
+                      'max_instances_per_host' % path, said)
+        self.assertIn('left out (they run the service, not placement): '
+                      '[scheduler] workers', said)
+        self.assertNotIn(nova_conf_file.NOT_GIVEN, said)
+        self.assertIn('not accounted for: ' + nova_conf_file.NOT_GIVEN,
+                      '\n'.join(stock.notes))
