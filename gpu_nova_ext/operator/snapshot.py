@@ -442,6 +442,10 @@ def _gpu_kinds(host: str, gpu_views: list[audit.ProviderView],
     except exception.ScenarioError:
         # the cloud's addresses collide with hostgen's layout of a kind
         # without them: the simulator lays out every GPU of the host
+        dropped.append("%s: its GPUs' PCI addresses collide with the "
+                       "simulator's layout of its vgpu-vfio GPUs: every "
+                       "GPU of the host is at the simulator's address"
+                       % host)
         for kind in kinds:
             kind.pop('addresses', None)
         generated = hostgen.parse(schema.Source('<snapshot>'), kinds,

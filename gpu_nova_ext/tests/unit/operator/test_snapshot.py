@@ -224,6 +224,22 @@ class TestBuild(testtools.TestCase):
                   if getattr(step, 'name', None) == 'on-second']
         self.assertEqual(['0000:3c:00.0'], pinned[0].gpus)
 
+    def test_addresses_colliding_with_the_vf_layout_are_said(self):
+        # a pGPU at 0000:12:00.0, where the simulator lays out the PF of
+        # the host's vgpu-vfio GPU (its second kind): every GPU of the
+        # host at the simulator's addresses, said
+        pgpu = child('h1-g0', 'h1_pci_0000_12_00_0', 'h1', A100,
+                     {'VGPU': 8})
+        vfs = [child('h1-vf%d' % i, 'h1_pci_0000_3b_00_%d' % (4 + i), 'h1',
+                     A100, {'VGPU': 1}) for i in range(2)]
+        snap = snapshot.build(cloud(('h1', [pgpu] + vfs)), 'now')
+        kinds = snap.data['hosts'][0]['gpus']
+        self.assertEqual(['vgpu', 'vgpu-vfio'], [k['mode'] for k in kinds])
+        self.assertFalse(any('addresses' in k for k in kinds), kinds)
+        self.assertIn("h1: its GPUs' PCI addresses collide with the "
+                      "simulator's layout", '\n'.join(snap.dropped))
+        self.loaded(snap)
+
     def test_health_reservations_and_quotas_reach_the_scenario(self):
         """Each reaches the scenario the simulator plays.
 
