@@ -49,8 +49,9 @@ from gpu_nova_ext_dev.cloud import tempest
 # the suite's one deadline (an upper bound on waiting, not a timing
 # assertion)
 RECOVERY_WAIT = deadline.WAIT_S
-# servers a snapshot's simulation and the cloud place one after the other
-NEXT = 4
+# servers a snapshot's simulation and the cloud place one after the other:
+# vGPU servers, then passthrough ones until the cloud's two L4s are taken
+NEXT = [fixture.VGPU_FLAVOR] * 3 + [fixture.PCI_FLAVOR] * 3
 
 
 class CloudTest(testtools.TestCase):
@@ -330,9 +331,10 @@ class CloudTest(testtools.TestCase):
         One vGPU server runs; ``openstack gpu snapshot`` writes the cloud;
         ``gpu-nova-ext simulate --nova-conf`` with the files nova-scheduler
         was started with replays that server on its GPU and places the
-        next ones; the same servers, booted in the cloud one by one, land
-        on the same hosts and GPUs (PCI addresses: the snapshot keeps the
-        cloud's).
+        next ones (vGPU servers, then passthrough ones until the L4s are
+        taken and one finds no host); the same servers, booted in the
+        cloud one by one, land on the same hosts and GPUs (PCI addresses:
+        the snapshot keeps the cloud's), or nowhere.
         """
         self.addCleanup(self.c.delete_servers, 'next-')
         first = self.boot_active('next-0', fixture.VGPU_FLAVOR)
@@ -345,9 +347,10 @@ class CloudTest(testtools.TestCase):
         held = [audit.provider_address(name)
                 for name in self.c.gpu_providers(first['id'])]
         self.assertEqual([held], [b.get('gpus') for b in replay], data)
-        data['workload'] = {'flavors': {fixture.VGPU_FLAVOR: 1},
-                            'until': 'first_failure',
-                            'max_servers': NEXT}
+        replayed = len(data['boots'])
+        data.pop('workload')
+        data['boots'] += [{'flavor': flavor, 'name': 'next-%d' % n}
+                          for n, flavor in enumerate(NEXT, 1)]
         with open(path, 'w') as f:
             yaml.safe_dump(data, f)
         files = [self.cloud.conf('nova/nova.conf'),
@@ -361,19 +364,20 @@ class CloudTest(testtools.TestCase):
         self.assertIn('--nova-conf %s: took' % ', '.join(files),
                       proc.stderr)
         placements = json.loads(proc.stdout)['placements']
-        simulated = [(p.get('host'), p.get('gpus'))
-                     for p in placements[len(data['boots']):]]
-        self.assertEqual(NEXT, len(simulated), placements)
-        replayed = {p['server']: (p.get('host'), p.get('gpus'))
-                    for p in placements[:len(data['boots'])]}
-        self.assertEqual((hosts.VGPU_HOST, held), replayed['next-0-1'])
+        self.assertEqual(replayed + len(NEXT), len(placements), placements)
+        where = [(p.get('host'), p.get('gpus') or []) for p in placements]
+        self.assertIn((hosts.VGPU_HOST, held), where[:replayed])
         live = []
-        for n in range(1, NEXT + 1):
-            server = self.boot_active('next-%d' % n, fixture.VGPU_FLAVOR)
-            live.append((self.c.host_of(self.c.show(server['id'])), [
+        for n, flavor in enumerate(NEXT, 1):
+            server = self.c.boot('next-%d' % n, flavor, wait=False)
+            shown = self.c.wait_status(server['id'])
+            live.append((self.c.host_of(shown) if shown['status'] ==
+                         'ACTIVE' else None, [
                 audit.provider_address(name)
                 for name in self.c.gpu_providers(server['id'])]))
-        self.assertEqual(live, simulated)
+        self.assertEqual(live, where[replayed:])
+        # the last passthrough server finds no host, in both
+        self.assertEqual((None, []), live[-1])
         # gpu explain with the same files: said, and the request ranks
         # the vGPU host first
         said = self.c.run(fixture.openstack_argv(
