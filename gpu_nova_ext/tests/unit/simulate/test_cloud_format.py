@@ -275,18 +275,22 @@ class TestPolicies(testtools.TestCase):
         self.assertIs(s.hosts, p.hosts)
 
 
+def run_cli(argv):
+    """``gpu-nova-ext ARGV`` in this process: (exit code, stdout, stderr)."""
+    import contextlib
+    import io
+
+    from gpu_nova_ext.cmd import cli
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = cli.main(argv)
+    return rc, out.getvalue(), err.getvalue()
+
+
 class TestCommandLine(testtools.TestCase):
 
     def _cli(self, argv):
-        import contextlib
-        import io
-
-        from gpu_nova_ext.cmd import cli
-        out, err = io.StringIO(), io.StringIO()
-        with contextlib.redirect_stdout(out), \
-                contextlib.redirect_stderr(err):
-            rc = cli.main(argv)
-        return rc, out.getvalue(), err.getvalue()
+        return run_cli(argv)
 
     def test_plot_without_matplotlib_is_one_line(self):
         from unittest import mock

@@ -12,20 +12,18 @@
 
 """``simulate --nova-conf FILE``: the schedulers' own nova.conf, read as
 nova-scheduler reads it, decides the simulation's placement options."""
-import contextlib
 import copy
-import io
 import json
 import os
 import tempfile
 
 import testtools
 
-from gpu_nova_ext.cmd import cli
 from gpu_nova_ext import exception
 from gpu_nova_ext.simulate import nova_conf_file
 from gpu_nova_ext.simulate import nova_config
 from gpu_nova_ext.simulate import scenario as scn
+from gpu_nova_ext.tests.unit.simulate import test_cloud_format
 from gpu_nova_ext.tests.unit.simulate import test_scenario
 
 PATH = test_scenario.PATH
@@ -60,14 +58,19 @@ connection = mysql+pymysql://nova:secret@db/nova
 """
 
 
+def conf_file(testcase, text):
+    """A nova.conf holding ``text``, removed after ``testcase``."""
+    with tempfile.NamedTemporaryFile('w', suffix='.conf',
+                                     delete=False) as f:
+        f.write(text)
+    testcase.addCleanup(os.unlink, f.name)
+    return f.name
+
+
 class TestRead(testtools.TestCase):
 
     def _file(self, text):
-        with tempfile.NamedTemporaryFile('w', suffix='.conf',
-                                         delete=False) as f:
-            f.write(text)
-        self.addCleanup(os.unlink, f.name)
-        return f.name
+        return conf_file(self, text)
 
     def test_placement_options_taken_typed_service_ones_left_out(self):
         taken = nova_conf_file.read([self._file(NOVA_CONF)])
@@ -182,18 +185,10 @@ class TestRead(testtools.TestCase):
 class TestCommandLine(testtools.TestCase):
 
     def _cli(self, argv):
-        out, err = io.StringIO(), io.StringIO()
-        with contextlib.redirect_stdout(out), \
-                contextlib.redirect_stderr(err):
-            rc = cli.main(argv)
-        return rc, out.getvalue(), err.getvalue()
+        return test_cloud_format.run_cli(argv)
 
     def _file(self, text):
-        with tempfile.NamedTemporaryFile('w', suffix='.conf',
-                                         delete=False) as f:
-            f.write(text)
-        self.addCleanup(os.unlink, f.name)
-        return f.name
+        return conf_file(self, text)
 
     def test_the_file_decides_where_servers_land_and_is_said(self):
         # the shipped scenario packs both A100 vGPU servers on one GPU;
