@@ -1141,19 +1141,55 @@ def wait_rabbitmq(cloud: Cloud, node: dict) -> None:
                        'listen on %d' % port)
 
 
-def rabbitmqctl(cloud: Cloud, node: dict, *args: str) -> str:
-    """``rabbitmqctl ARGS`` against ``node``; its output."""
+def rabbitmqctl(cloud: Cloud, node: dict, *args: str,
+                cookie: str | None = None) -> str:
+    """``rabbitmqctl ARGS`` against ``node``; its output.
+
+    ``cookie``: the Erlang cookie to reach it with (default the
+    cluster's; a node cut off by :func:`cut_off_rabbitmq` has another).
+    """
     env = dict(os.environ)
     env.update(rabbit_env(cloud, node))
+    extra = ['--erlang-cookie', cookie] if cookie else []
     proc = subprocess.run(
         [os.path.join(RABBIT_BIN, 'rabbitmqctl'), '-n', node['node']] +
-        list(args), env=env, capture_output=True, text=True,
+        extra + list(args), env=env, capture_output=True, text=True,
         stdin=subprocess.DEVNULL, timeout=120, cwd=cloud.dir)
     if proc.returncode:
         raise CloudError('rabbitmqctl %s on %s failed (exit %d): %s' % (
             ' '.join(args), node['node'], proc.returncode,
             (proc.stderr or proc.stdout).strip()[-500:]))
     return proc.stdout
+
+
+# the Erlang cookie of a node cut off from its cluster
+CUT_OFF_COOKIE = 'gne_cut_off'
+
+
+def cut_off_rabbitmq(cloud: Cloud, node: dict) -> None:
+    """Cut ``node`` off from the other nodes of its cluster (a partition).
+
+    No firewall is needed: the node takes another Erlang cookie, so that
+    the other nodes can no longer connect to it nor it to them, and drops
+    its connections to them.  Its clients' connections stay up until
+    the partition handling acts (``pause_minority``: the node, alone, stops
+    serving them).  Unlike a cable pulled, the others know at once
+    instead of after ``net_ticktime`` (60 s).
+    """
+    rabbitmqctl(cloud, node, 'eval',
+                'erlang:set_cookie(node(), %s), '
+                '[erlang:disconnect_node(N) || N <- nodes()].'
+                % CUT_OFF_COOKIE)
+
+
+def reconnect_rabbitmq(cloud: Cloud, node: dict) -> None:
+    """End :func:`cut_off_rabbitmq`: the node takes the cluster's cookie.
+
+    A node ``pause_minority`` paused then finds the others and starts
+    serving again by itself.
+    """
+    rabbitmqctl(cloud, node, 'eval', "erlang:set_cookie(node(), '%s')."
+                % cloud.info['rabbit_cookie'], cookie=CUT_OFF_COOKIE)
 
 
 def form_cluster(cloud: Cloud) -> None:

@@ -225,18 +225,31 @@ class CloudClient:
 
     # --- the broker --------------------------------------------------------
 
+    def broker_ctl(self, *args: str) -> str:
+        """``rabbitmqctl ARGS`` on the first node that answers.
+
+        A dead node does not, nor one cut off from the cluster (another
+        Erlang cookie) or paused by ``pause_minority``; a cluster-wide
+        question (queues, connections) gets the same answer on any other.
+        """
+        failed = []
+        for node in self.info['rabbit_nodes']:
+            if not self.cloud.alive(node['name']):
+                continue
+            try:
+                return devcloud.rabbitmqctl(self.cloud, node, *args)
+            except devcloud.CloudError as exc:
+                failed.append(str(exc))
+        raise AssertionError('no RabbitMQ node of the cloud answers: %s' % (
+            '; '.join(failed) or 'none runs'))
+
     def agent_connections(self) -> list[tuple[int, bool]]:
         """(broker port, TLS?) of every connection of the agents' account.
 
-        Asked of a running node (rabbitmqctl lists the whole cluster's).
+        rabbitmqctl lists the whole cluster's.
         """
-        node = next((n for n in self.info['rabbit_nodes']
-                     if self.cloud.alive(n['name'])), None)
-        if node is None:
-            raise AssertionError('no RabbitMQ node of the cloud runs')
-        rows = json.loads(devcloud.rabbitmqctl(
-            self.cloud, node, 'list_connections', 'user', 'port', 'ssl',
-            '--formatter', 'json'))
+        rows = json.loads(self.broker_ctl(
+            'list_connections', 'user', 'port', 'ssl', '--formatter', 'json'))
         return [(r['port'], r['ssl']) for r in rows
                 if r['user'] == devcloud.AGENT_RABBIT_USER]
 

@@ -111,14 +111,10 @@ class HaCloudTest(testtools.TestCase):
         return devcloud.rabbitmqctl(self.cloud, node, *args)
 
     def ctl_json(self, node, *args):
-        return json.loads(self.ctl(node, *args, '--formatter', 'json'))
-
-    def live_node(self):
-        """A node whose process runs (rabbitmqctl's target)."""
-        for node in self.cloud.info['rabbit_nodes']:
-            if self.cloud.alive(node['name']):
-                return node
-        self.fail('no RabbitMQ node of the cluster runs')
+        """rabbitmqctl's JSON, of ``node`` (None: any that answers)."""
+        args += ('--formatter', 'json')
+        return json.loads(self.ctl(node, *args) if node else
+                          self.c.broker_ctl(*args))
 
     def agent_connections(self):
         return self.c.agent_connections()
@@ -136,10 +132,14 @@ class HaCloudTest(testtools.TestCase):
         return devcloud.rabbit_node(
             self.cloud, max(set(names), key=names.count))
 
-    def wait_running_nodes(self, count):
+    def wait_running_nodes(self, count, via=None):
+        """The cluster's status once it runs ``count`` nodes.
+
+        As ``via`` sees it (default: the first node that answers).
+        """
         deadline_at = time.monotonic() + RECOVERY_WAIT
         while time.monotonic() < deadline_at:
-            status = self.ctl_json(self.live_node(), 'cluster_status')
+            status = self.ctl_json(via, 'cluster_status')
             if len(status['running_nodes']) == count:
                 return status
             time.sleep(1)
@@ -220,10 +220,7 @@ class HaCloudTest(testtools.TestCase):
         self.restart_node(victim)
         rejoined = time.time()
         self.phase('node rejoined')
-        servers.append(self.boot_nowait('ha-after'))
-        shown.append(c.wait_status(servers[-1], timeout=RECOVERY_WAIT))
-        self.phase('boot after ACTIVE')
-        self.assert_all_active_and_healthy(shown, unhealthy)
+        self.boot_after(shown, 'ha-after', unhealthy)
         line = ('HA recovery, kill -9 of RabbitMQ node %s (the agents\'): '
                 'every worker of both schedulers held every host\'s GPU '
                 'state after %.1f s; the %d boots asked for during the fault '
@@ -231,8 +228,7 @@ class HaCloudTest(testtools.TestCase):
                 '%.1f s; node back in the cluster after %.1f s' % (
                     victim['name'], state - killed, len(shown) - 1,
                     active - booted, heard - killed, rejoined - killed))
-        self.addDetail('recovery', testtools.content.text_content(line))
-        print(line, file=sys.__stderr__, flush=True)
+        self.report(line)
 
     def unhealthy_gpu(self) -> str:
         """One A100 unhealthy, known to every worker; its provider name."""
@@ -248,6 +244,18 @@ class HaCloudTest(testtools.TestCase):
         c.wait_until_computes_heard(time.time(), RECOVERY_WAIT)
         self.phase('every nova-compute heard')
         return fixture.pgpu(hosts.VGPU_HOST, sick)
+
+    def boot_after(self, shown, name, unhealthy):
+        """One boot after the fault; every server of ``shown`` checked."""
+        shown.append(self.c.wait_status(self.boot_nowait(name),
+                                        timeout=RECOVERY_WAIT))
+        self.phase('boot after ACTIVE')
+        self.assert_all_active_and_healthy(shown, unhealthy)
+
+    def report(self, line):
+        """The recovery line: the test's detail, and on stderr."""
+        self.addDetail('recovery', testtools.content.text_content(line))
+        print(line, file=sys.__stderr__, flush=True)
 
     def assert_all_active_and_healthy(self, shown, unhealthy):
         for server in shown:
@@ -292,8 +300,70 @@ class HaCloudTest(testtools.TestCase):
                 'after %.1f s (%.1f s after the kill)' % (
                     victim, len(servers), survivor, state - restarted,
                     state - killed))
-        self.addDetail('recovery', testtools.content.text_content(line))
-        print(line, file=sys.__stderr__, flush=True)
+        self.report(line)
+
+    def test_partition_agents_rabbitmq_node(self):
+        """The node the agents use cut off from the other two, then back.
+
+        A partition (``devcloud.cut_off_rabbitmq``): the node's Erlang
+        distribution to the others is cut while its process and its
+        clients' connections run.  ``pause_minority`` pauses it (it is
+        alone): it stops serving, its clients move to the two nodes of
+        the majority, which carry on.  Healed, it finds them and serves
+        again by itself.  No server lands on the unhealthy GPU and every
+        boot ends ACTIVE, during and after.
+        """
+        c = self.c
+        self.addCleanup(c.delete_servers, 'ha-cut-')
+        unhealthy = self.unhealthy_gpu()
+        nodes = self.cloud.info['rabbit_nodes']
+        victim = self.agents_node()
+        majority = [n for n in nodes if n['name'] != victim['name']]
+        cut = time.time()
+        devcloud.cut_off_rabbitmq(self.cloud, victim)
+        healed = []
+
+        def heal():
+            if not healed:
+                devcloud.reconnect_rabbitmq(self.cloud, victim)
+                healed.append(time.time())
+        self.addCleanup(heal)
+        # the majority runs without it; it serves nobody (paused)
+        self.wait_running_nodes(len(majority), via=majority[0])
+        self.phase('the majority runs without the node')
+        servers = [self.boot_nowait('ha-cut-during-%d' % i)
+                   for i in range(BOOTS_DURING_FAULT)]
+        booted = time.time()
+        try:
+            state = c.wait_until_workers_hold(cut, RECOVERY_WAIT)
+        except AssertionError as exc:
+            self.fail('%s\n%s' % (exc, self.state_channel_report()))
+        self.phase('every worker holds the state again')
+        conns = self.agent_connections()
+        self.assertTrue(conns)
+        self.assertNotIn(victim['tls_port'], {p for p, _ in conns})
+        shown = [c.wait_status(s, timeout=RECOVERY_WAIT) for s in servers]
+        active = time.time()
+        self.phase('boots ACTIVE')
+        heard = c.wait_until_computes_heard(cut, RECOVERY_WAIT)
+        self.phase('computes heard after the cut')
+        heal()
+        self.wait_running_nodes(len(nodes), via=majority[0])
+        rejoined = time.time()
+        self.phase('node serves again')
+        status = self.ctl_json(victim, 'cluster_status')
+        self.assertEqual(len(nodes), len(status['running_nodes']), status)
+        self.assertEqual({}, status.get('partitions') or {}, status)
+        self.boot_after(shown, 'ha-cut-after', unhealthy)
+        line = ('HA recovery, RabbitMQ node %s (the agents\') cut off from '
+                'the other two: every worker of both schedulers held every '
+                'host\'s GPU state after %.1f s; the %d boots asked for '
+                'during the partition ACTIVE after %.1f s; every '
+                'nova-compute heard from after %.1f s; healed, the node '
+                'served again after %.1f s' % (
+                    victim['name'], state - cut, len(shown) - 1,
+                    active - booted, heard - cut, rejoined - healed[0]))
+        self.report(line)
 
     def test_restart_whole_cluster(self):
         """Every RabbitMQ node killed at once, then all started again.
@@ -344,8 +414,7 @@ class HaCloudTest(testtools.TestCase):
                 'ACTIVE after %.1f s; every nova-compute heard from after '
                 '%.1f s' % (running - killed, state - running, len(shown),
                             active - running, heard - running))
-        self.addDetail('recovery', testtools.content.text_content(line))
-        print(line, file=sys.__stderr__, flush=True)
+        self.report(line)
 
     def state_channel_report(self) -> str:
         """What the broker and the logs say of the GPU state channel.
@@ -355,9 +424,9 @@ class HaCloudTest(testtools.TestCase):
         leaders, and the last warnings of each agent and scheduler.
         """
         try:
-            queues = self.ctl(self.live_node(), 'list_queues', 'name',
-                              'type', 'consumers', 'messages', 'leader',
-                              'online')
+            queues = self.c.broker_ctl('list_queues', 'name', 'type',
+                                       'consumers', 'messages', 'leader',
+                                       'online')
         except Exception as exc:  # noqa: B902 - a report, never a failure
             queues = 'rabbitmqctl list_queues failed: %s' % exc
         lines = [line for line in queues.splitlines()
