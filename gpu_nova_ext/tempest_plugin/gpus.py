@@ -39,6 +39,8 @@ class GpuFlavor:
     kind: str                       # gpu_consumers.kind_of's vgpu/passthrough
     model: str | None               # gpu:model, when the flavor sets it
     is_public: bool = True
+    disk: int = 0                   # root disk, GiB
+    ephemeral: int = 0              # ephemeral disk, GiB
 
 
 def gpu_resources(extra_specs: Mapping[str, str]) -> dict[str, str]:
@@ -66,7 +68,9 @@ def gpu_flavor(flavor: Mapping) -> GpuFlavor:
     return GpuFlavor(
         id=str(flavor['id']), name=flavor['name'],
         kind=flavor_kind(specs), model=specs.get(request.PREFIX + 'model'),
-        is_public=flavor.get('os-flavor-access:is_public', True) is not False)
+        is_public=flavor.get('os-flavor-access:is_public', True) is not False,
+        disk=int(flavor.get('disk') or 0),
+        ephemeral=int(flavor.get('OS-FLV-EXT-DATA:ephemeral') or 0))
 
 
 def _find(flavors: list[Mapping], ref: str) -> Mapping | None:
@@ -115,10 +119,16 @@ def select_flavors(flavors: Iterable[Mapping], wanted: list[str],
 
 def resize_target(source: GpuFlavor,
                   candidates: Iterable[GpuFlavor]) -> GpuFlavor | None:
-    """Another GPU flavor of the same kind and model, or None."""
+    """Another GPU flavor of the same kind and model, or None.
+
+    Only one whose disks are no smaller: Nova refuses a resize that
+    shrinks a disk (the root disk is at least the image's minimum, which
+    the server's image metadata takes from its flavor).
+    """
     same = [f for f in candidates
             if f.id != source.id and f.kind == source.kind
-            and f.model == source.model]
+            and f.model == source.model and f.disk >= source.disk
+            and f.ephemeral >= source.ephemeral]
     return min(same, key=lambda f: f.name, default=None)
 
 

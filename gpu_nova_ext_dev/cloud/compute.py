@@ -20,7 +20,10 @@ hypervisor is the one stand-in: the stubs are those of Nova's own
 functional libvirt tests (``nova.tests.functional.libvirt.base.
 ServersTestBase.setUp`` and ``test_vgpu.VGPUTestBase.setUp``, Nova 34),
 applied here as the same fixtures, plus fakelibvirt's connection built
-from the host's description (:mod:`.hosts`).  While it runs, the host's
+from the host's description (:mod:`.hosts`).  One stub is ours, in their
+place: the image backend makes each server's disk files (:func:`_make_disks`),
+so that stop and start, hard reboot, resize and cold migration, which read
+and move those files, run Nova's own code.  While it runs, the host's
 node devices (and the mdevs nova-compute created) are written to
 ``AGENT.xml`` for the agent's ``test:///`` libvirt URI whenever they
 change.
@@ -41,6 +44,7 @@ from nova.cmd import compute as nova_compute  # noqa: E402
 from nova.tests import fixtures as nova_fixtures  # noqa: E402
 from nova.tests.fixtures import libvirt as fakelibvirt  # noqa: E402
 from nova.virt.libvirt import utils as libvirt_utils  # noqa: E402
+from oslo_utils import units  # noqa: E402
 from oslo_utils import uuidutils  # noqa: E402
 import yaml  # noqa: E402
 
@@ -59,7 +63,7 @@ def _stub_hypervisor(conn: fakelibvirt.Connection) -> None:
             nova_fixtures.OSBrickFixture(),
             fixtures.MockPatch(
                 'nova.virt.libvirt.LibvirtDriver._create_image',
-                return_value=(False, False)),
+                autospec=True, side_effect=_make_disks),
             fixtures.MockPatch(
                 'nova.virt.libvirt.LibvirtDriver._get_local_gb_info',
                 return_value={'total': 128, 'used': 44, 'free': 84}),
@@ -90,6 +94,37 @@ def _stub_hypervisor(conn: fakelibvirt.Connection) -> None:
                 return_value=(None, False)),
     ):
         fixture.setUp()
+
+
+def _make_disks(driver, context, instance, disk_mapping, injection_info=None,
+                suffix='', disk_images=None, block_device_info=None,
+                fallback_from_host=None, ignore_bdi_for_swap=False):
+    """The image backend's part of ``LibvirtDriver._create_image``.
+
+    What the raw backend (``[libvirt] images_type = raw``, the cloud's
+    setting) leaves in the instance directory, less the image's bytes:
+    the root disk and any ephemeral disk as sparse files of the flavor's
+    size, grown to a larger flavor's size on resize, never shrunk.  The
+    domain XML of Nova's image-backend fixture names these paths (raw
+    format), so Nova's driver finds real files when it sizes, renames and
+    copies a server's disks.  Returns what ``_create_image`` returns.
+    """
+    path = libvirt_utils.get_instance_path(instance)
+    made_dir = not os.path.exists(path)
+    os.makedirs(path, exist_ok=True)
+    flavor = instance.get_flavor()
+    sizes = {'disk': flavor.root_gb, 'disk.local': flavor.ephemeral_gb}
+    made = False
+    for name, gib in sizes.items():
+        if name not in disk_mapping or not gib:
+            continue
+        disk = os.path.join(path, name + suffix)
+        with open(disk, 'ab'):
+            pass
+        if os.path.getsize(disk) < gib * units.Gi:
+            os.truncate(disk, gib * units.Gi)
+        made = True
+    return made_dir, made
 
 
 def _create_mdev(conn, dev_name, mdev_type, uuid=None):

@@ -656,13 +656,13 @@ class Starter:
             ('dir', ''), ('desc', 'host.yaml'), ('xml', 'libvirt.xml'),
             ('gpus', 'gpus.yaml'), ('agent_conf', 'gpu-nova-agent.conf'),
             ('drop_in', 'nova-gpus.conf'), ('nova_conf', 'nova-host.conf'),
-            ('nova_conf_dir', 'nova.conf.d'), ('instances', 'instances'))}
+            ('nova_conf_dir', 'nova.conf.d'))}
 
     def prepare_host(self, host: str) -> None:
         """Write the host's description once, for both of its sides."""
         c, info = self.cloud, self.info
         files = self.host_files(host)
-        for d in ('dir', 'nova_conf_dir', 'instances'):
+        for d in ('dir', 'nova_conf_dir'):
             os.makedirs(files[d], exist_ok=True)
         desc = cloud_hosts.description(host)
         with open(files['desc'], 'w') as f:
@@ -721,13 +721,25 @@ class Starter:
         c, info = self.cloud, self.info
         ndir = os.path.join(c.data, 'nova')
         os.makedirs(os.path.join(ndir, 'locks'), exist_ok=True)
+        os.makedirs(os.path.join(ndir, 'instances'), exist_ok=True)
         return {
             'DEFAULT': {
                 'transport_url': info['transport_url'],
                 'state_path': ndir, 'my_ip': '127.0.0.1',
                 'use_stderr': 'true', 'compute_driver':
                 'libvirt.LibvirtDriver', 'reserved_host_memory_mb': 0,
+                # one instances directory for every compute host, as on
+                # shared storage (NFS): with the same my_ip everywhere
+                # Nova's driver finds it shared (LibvirtDriver.
+                # _is_path_shared_with) and a resize or cold migration
+                # moves the server's disk files locally, without SSH
+                'instances_path': os.path.join(ndir, 'instances'),
+                # raw disk files (compute.py's image backend writes them)
+                'use_cow_images': 'False',
+                # a resize may stay on its host (two hosts, one per kind)
+                'allow_resize_to_same_host': 'True',
             },
+            'libvirt': {'images_type': 'raw'},
             'api': {'auth_strategy': 'keystone'},
             'wsgi': {'api_paste_config':
                      os.path.join(c.etc, 'nova', 'api-paste.ini')},
@@ -839,8 +851,7 @@ class Starter:
                 # its own state_path: Nova keeps the compute node's UUID
                 # there (compute_id)
                 f.write(ini({'DEFAULT': {
-                    'host': host, 'state_path': files['dir'],
-                    'instances_path': files['instances']},
+                    'host': host, 'state_path': files['dir']},
                     'oslo_messaging_rabbit': rabbit_options(info, host)}))
             c.spawn('nova-compute-' + host, [
                 sys.executable, '-m', 'gpu_nova_ext_dev.cloud.compute',
@@ -922,6 +933,11 @@ def nova_db(cloud: Cloud, name: str) -> str:
     wait helps there), which put servers in ERROR on a loaded machine.
     """
     return mariadb_url(cloud, name)
+
+
+def instance_disk(cloud: Cloud, server_id: str) -> str:
+    """The root disk file of a server (the hosts' shared instances dir)."""
+    return os.path.join(cloud.data, 'nova', 'instances', server_id, 'disk')
 
 
 def nova_env() -> dict:

@@ -169,6 +169,18 @@ class CloudClient:
                     '/resource_providers/%s' % rp_uuid).json()['name'])
         return names
 
+    def last_migration(self, server_id: str) -> dict:
+        """The server's newest migration, as Nova's API shows it."""
+        migrations = self.conn.compute.get(
+            '/os-migrations?instance_uuid=%s' % server_id,
+            microversion='2.80').json()['migrations']
+        return max(migrations, key=lambda m: m['id'])
+
+    def delete_images(self, name: str) -> None:
+        """Delete the images named ``name`` (backups a test made)."""
+        for image in list(self.conn.image.images(name=name)):
+            self.conn.image.delete_image(image)
+
     def delete_servers(self, prefix: str) -> None:
         """Delete every project's servers named ``prefix...``; wait.
 
@@ -308,6 +320,11 @@ class CloudClient:
         if VGPU_FLAVOR not in have:
             self.openstack('gpu', 'flavor', 'create', VGPU_FLAVOR, '--model',
                            A100, *small)
+        # the one to resize VGPU_FLAVOR's servers to: more memory and disk
+        if VGPU_LARGE_FLAVOR not in have:
+            self.openstack('gpu', 'flavor', 'create', VGPU_LARGE_FLAVOR,
+                           '--model', A100, '--vcpus', '1', '--ram', '1024',
+                           '--disk', '2')
         if PCI_FLAVOR not in have:
             self.openstack('gpu', 'flavor', 'create', PCI_FLAVOR, '--mode',
                            'passthrough', '--model', 'L4', *small)
@@ -399,6 +416,7 @@ class CloudClient:
 
 A100 = 'A100_80GB_PCIE'
 VGPU_FLAVOR = 'gpu.a100.vgpu'
+VGPU_LARGE_FLAVOR = 'gpu.a100.vgpu.large'
 PCI_FLAVOR = 'gpu.l4.pci'
 IMPOSSIBLE_FLAVOR = 'gpu.a100.as.l4'
 

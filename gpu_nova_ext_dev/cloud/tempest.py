@@ -176,9 +176,8 @@ def write_conf(info: dict, refs: CloudRefs, region: str,
     Admin credentials for Tempest's dynamic credentials (a project and
     users per test class, removed after it); no networking (Neutron
     service off for Tempest, so it creates no networks and boots with
-    ``networks: none``); no validation over SSH; resize off: the fake
-    hypervisor's servers have no disk file, so a resize cannot complete
-    (doc/source/tempest.rst).
+    ``networks: none``); no validation over SSH; resize on (the cloud's
+    servers have disk files and may resize on their host).
     """
     conf = configparser.ConfigParser(interpolation=None)
     conf.optionxform = str
@@ -208,7 +207,7 @@ def write_conf(info: dict, refs: CloudRefs, region: str,
             'max_microversion': 'latest',
             'build_timeout': str(build_timeout),
         },
-        'compute-feature-enabled': {'resize': 'False'},
+        'compute-feature-enabled': {'resize': 'True'},
         'placement': {'max_microversion': 'latest'},
         'validation': {'run_validation': 'False'},
         'gpu_nova_ext': {

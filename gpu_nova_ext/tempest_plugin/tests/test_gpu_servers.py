@@ -234,8 +234,9 @@ class GpuServerTest(base.BaseV2ComputeAdminTest):
         target = gpus.resize_target(flavor, self.resize_candidates)
         if target is None:
             raise self.skipException(
-                'no second GPU flavor of kind %s, model %s to resize %s to'
-                % (flavor.kind, flavor.model or 'any', flavor.name))
+                'no second GPU flavor of kind %s, model %s, with disks no '
+                'smaller, to resize %s to' % (
+                    flavor.kind, flavor.model or 'any', flavor.name))
         server_id = self.boot(flavor)
         self.check_gpu(server_id, flavor)
         self.allow(target)

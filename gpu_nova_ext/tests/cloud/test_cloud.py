@@ -195,6 +195,54 @@ class CloudTest(testtools.TestCase):
         self.assertEqual(set(devcloud.scheduler_workers(self.cloud)),
                          scheduled_by)
 
+    # --- a GPU server's life: stop, start, reboot, resize, backup -------
+
+    def test_vgpu_server_stops_reboots_resizes_and_is_backed_up(self):
+        self.addCleanup(self.c.delete_servers, 'life-')
+        sid = self.boot_active('life-vgpu', fixture.VGPU_FLAVOR)['id']
+        gpu = self.c.gpu_providers(sid)
+        disk = devcloud.instance_disk(self.cloud, sid)
+        self.assertEqual(1 << 30, os.path.getsize(disk))
+        # stop and start, then a hard reboot: the same GPU, the same disk
+        self.c.openstack('server', 'stop', sid)
+        self.assertEqual('SHUTOFF', self.c.wait_status(
+            sid, ('SHUTOFF', 'ERROR'))['status'])
+        self.c.openstack('server', 'start', sid)
+        self.assertEqual('ACTIVE', self.c.wait_status(sid)['status'])
+        self.c.openstack('server', 'reboot', '--hard', '--wait', sid)
+        self.assertEqual('ACTIVE', self.c.show(sid)['status'])
+        self.assertEqual(gpu, self.c.gpu_providers(sid))
+        # a resize through the scheduler (our filters and weighers) to the
+        # larger vGPU flavor; it may stay on its host, the only A100 one
+        self.c.openstack('server', 'resize', '--flavor',
+                         fixture.VGPU_LARGE_FLAVOR, '--wait', sid)
+        shown = self.c.show(sid)
+        self.assertEqual('VERIFY_RESIZE', shown['status'], shown)
+        migration = self.c.last_migration(sid)
+        self.assertEqual('resize', migration['migration_type'], migration)
+        # until confirmed, the old flavor's GPU stays held by the migration
+        self.assertEqual(1, len(self.c.gpu_providers(migration['uuid'])))
+        self.c.openstack('server', 'resize', 'confirm', sid)
+        shown = self.c.wait_status(sid)
+        self.assertEqual('ACTIVE', shown['status'], shown)
+        self.assertEqual(fixture.VGPU_LARGE_FLAVOR,
+                         shown['flavor']['name'], shown)
+        self.assertEqual(hosts.VGPU_HOST, self.c.host_of(shown))
+        after = self.c.gpu_providers(sid)
+        self.assertEqual(1, len(after), after)
+        self.assertIn(after[0], [fixture.pgpu(hosts.VGPU_HOST, a)
+                                 for a in (hosts.PGPU0, hosts.PGPU1)])
+        # nothing left behind: the migration holds no GPU, the disk grew
+        self.assertEqual([], self.c.gpu_providers(migration['uuid']))
+        self.assertEqual(2 << 30, os.path.getsize(disk))
+        # a backup reads the disk and uploads an image to Glance
+        self.addCleanup(self.c.delete_images, 'life-backup')
+        self.c.openstack('server', 'backup', 'create', '--name',
+                         'life-backup', '--type', 'daily', '--rotate', '1',
+                         '--wait', sid)
+        self.assertEqual('active', self.c.conn.image.find_image(
+            'life-backup', ignore_missing=False).status)
+
     # --- quota and reservations, through the cloud's Keystone -----------
 
     def test_quota_per_model_refuses_the_second_l4(self):
@@ -465,8 +513,9 @@ class CloudTest(testtools.TestCase):
         self.assertEqual(0, result.returncode, result.summary)
         self.assertEqual([], result.with_status('fail'), result.summary)
         # a boot test per GPU flavor passed (scenarios are named after
-        # the flavor); skips are the resize tests' alone (resize is off:
-        # the fake hypervisor's servers have no disk file)
+        # the flavor), and the resize test of the small vGPU flavor (to
+        # the large one); the only skips are the resizes with nowhere to
+        # go: no second L4 flavor, nothing larger than the large one
         passed = result.with_status('success')
         for name in expected:
             self.assertTrue(
@@ -474,5 +523,14 @@ class CloudTest(testtools.TestCase):
                  and t.endswith('(%s)' % name)],
                 'no boot test of flavor %s passed: %s' % (
                     name, result.summary))
-        self.assertEqual([], [t for t in result.with_status('skip')
-                              if '.test_resize[' not in t], result.summary)
+        self.assertTrue(
+            [t for t in passed if '.test_resize[' in t
+             and t.endswith('(%s)' % fixture.VGPU_FLAVOR)],
+            'the resize test of %s did not pass: %s' % (
+                fixture.VGPU_FLAVOR, result.summary))
+        self.assertEqual(
+            sorted([fixture.PCI_FLAVOR, fixture.VGPU_LARGE_FLAVOR]),
+            sorted(t.rsplit('(', 1)[1].rstrip(')')
+                   for t in result.with_status('skip')
+                   if '.test_resize[' in t), result.summary)
+        self.assertEqual(2, len(result.with_status('skip')), result.summary)

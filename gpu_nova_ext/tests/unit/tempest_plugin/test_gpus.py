@@ -16,6 +16,8 @@ The flavors' extra specs are the ones ``openstack gpu flavor create``
 writes (:func:`gpu_nova_ext.operator.flavor.extra_specs`).  Tempest is not
 needed (nor imported).
 """
+import dataclasses
+
 import testtools
 
 from gpu_nova_ext import exception
@@ -114,6 +116,22 @@ class TestResizeTarget(testtools.TestCase):
             self.flavors['gpu.l4.pci'], self.flavors.values()).name)
         self.assertEqual('gpu.l4.pci', gpus.resize_target(
             self.flavors['gpu.l4.pci.x2'], self.flavors.values()).name)
+
+    def test_never_to_a_smaller_disk(self):
+        large = gpus.gpu_flavor(dict(
+            made('10', 'gpu.a100.vgpu.large', model='A100_80GB_PCIE'),
+            disk=20, **{'OS-FLV-EXT-DATA:ephemeral': 0}))
+        small = gpus.gpu_flavor(dict(
+            made('11', 'gpu.a100.vgpu.small', model='A100_80GB_PCIE'),
+            disk=10))
+        self.assertEqual((20, 0), (large.disk, large.ephemeral))
+        # up, but not down (Nova refuses to shrink a disk)
+        self.assertEqual(large, gpus.resize_target(small, [small, large]))
+        self.assertIsNone(gpus.resize_target(large, [small, large]))
+        # nor to a smaller ephemeral disk
+        eph = dataclasses.replace(small, disk=20, ephemeral=5)
+        self.assertIsNone(gpus.resize_target(eph, [eph, large]))
+        self.assertEqual(eph, gpus.resize_target(large, [large, eph]))
 
     def test_no_flavor_of_the_same_kind_and_model(self):
         # the other vGPU flavors are of another model (or none)
