@@ -23,9 +23,11 @@ A GPU provider is a non-root provider with one of our traits
 (``CUSTOM_GPU_MODEL_*``/``CUSTOM_GPU_MODE_*``) or with GPU inventory
 (``VGPU``, ``PGPU``, ``CUSTOM_GPU_*``).  Several providers can stand for
 one physical GPU (one per SR-IOV VF); the state payload's
-``provider_uuids`` join them exactly, and without it providers of one host
-are grouped by PCI domain and bus (a data-centre GPU sits alone on its
-bus behind a switch port).
+``provider_uuids`` join them exactly.  Without it, a provider the agent
+marks ``CUSTOM_GPU_MODE_PASSTHROUGH`` is one whole GPU (a device passed
+through, whatever shares its bus), and the other providers of one host are
+grouped by PCI domain and bus (the VFs of one GPU share its bus; a
+data-centre GPU sits alone on its bus behind a switch port).
 
 The GPU state (health, driver) of a host comes from its agent's live
 payload or, read from Placement, from the ``CUSTOM_GPU_HOST_*`` traits the
@@ -52,6 +54,7 @@ MDEV_CLASS_PREFIX = resource_classes.MDEV_RC_PREFIX
 _MODEL_TRAIT = 'CUSTOM_GPU_MODEL_'
 _DRIVER_TRAIT = 'CUSTOM_GPU_DRIVER_'
 _VENDOR_TRAIT = 'CUSTOM_GPU_VENDOR_'
+PASSTHROUGH_TRAIT = naming.mode_trait(naming.MODE_PASSTHROUGH)
 # <node>_pci_0000_84_00_0 (libvirt pGPU), <node>_0000:84:00.0 (PCI in
 # Placement), <node>_gpu_0000:84:00.0 (ours)
 _ADDR_RE = re.compile(
@@ -216,7 +219,7 @@ def mode_of(views: list[ProviderView]) -> str:
     for view in views:
         if 'CUSTOM_GPU_MODE_VGPU' in view.traits:
             return 'vgpu'
-        if 'CUSTOM_GPU_MODE_PASSTHROUGH' in view.traits:
+        if PASSTHROUGH_TRAIT in view.traits:
             return 'passthrough'
         for rc in gpu_classes(view):
             if rc == 'VGPU' or rc.startswith((VGPU_CLASS_PREFIX,
@@ -258,8 +261,11 @@ def _group_providers(gpu_views: list[ProviderView],
             state_of[key] = known[1]
         else:
             address = provider_address(view.name)
-            bus = address.rsplit(':', 1)[0] if address else view.uuid
-            key = (view.root_uuid, 'bus', bus)
+            if address and PASSTHROUGH_TRAIT in view.traits:
+                key = (view.root_uuid, 'device', address)
+            else:
+                bus = address.rsplit(':', 1)[0] if address else view.uuid
+                key = (view.root_uuid, 'bus', bus)
             state_of.setdefault(key, None)
         joined.setdefault(key, []).append(view)
     return [(key, state_of[key], views) for key, views in joined.items()]

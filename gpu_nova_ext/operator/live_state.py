@@ -136,11 +136,11 @@ def placement_states(providers: list, now: datetime.datetime | None = None
 
     Only hosts whose root carries a ``CUSTOM_GPU_HOST_REPORTED_*`` stamp.
     The GPUs are those of :func:`~gpu_nova_ext.operator.audit.build_report`
-    without state (providers joined per PCI bus); a GPU's health is the
-    worst health trait of an address on its bus, the address named in the
-    reasons.  A GPU's driver is the host's branch when all its GPUs run
-    one; with several branches it is None and ``driver_branches`` names
-    them.
+    without state (a passthrough provider alone, others joined per PCI
+    bus); a GPU's health is the worst health trait of its address (of an
+    address on its bus, for a vGPU), the address named in the reasons.  A
+    GPU's driver is the host's branch when all its GPUs run one; with
+    several branches it is None and ``driver_branches`` names them.
     """
     from gpu_nova_ext.operator import audit
 
@@ -184,10 +184,16 @@ _RANK = {'healthy': 0, 'degraded': 1, 'unhealthy': 2}
 
 
 def _health(gpu, traits: list[tuple[str, str]]) -> dict:
-    """The health payload of one GPU from the root's health traits."""
+    """The health payload of one GPU from the root's health traits.
+
+    A passthrough GPU's traits name its own address; a vGPU's may name
+    its physical function while its providers are VFs on the same bus.
+    """
     bus = (gpu.address or '').rsplit(':', 1)[0]
     mine = sorted((s, a) for s, a in traits
-                  if a == gpu.address or a.rsplit(':', 1)[0] == bus)
+                  if a == gpu.address or (
+                      gpu.mode != naming.MODE_PASSTHROUGH
+                      and a.rsplit(':', 1)[0] == bus))
     state = max((s for s, _a in mine), key=_RANK.get, default='healthy')
     return {'state': state,
             'reasons': ['GPU %s %s (Placement)' % (a, s) for s, a in mine]}

@@ -175,6 +175,27 @@ class TestStateFromPlacement(testtools.TestCase):
         self.assertEqual(['no GPU state for b: health unknown (is '
                           'gpu-nova-agent running there?).'], report.notes)
 
+    def test_passthrough_gpus_of_one_bus_are_two_gpus(self):
+        # two L4s in slots 0 and 1 of bus 0x81, the agent's mode traits,
+        # no live state: two GPUs, each with its own health
+        l4 = ['CUSTOM_GPU_MODEL_L4', audit.PASSTHROUGH_TRAIT]
+        views = published(
+            [rp('r', 'cmp', 'r')] + [
+                rp('l4-%d' % i, 'cmp_0000:81:0%d.0' % i, 'r', traits=l4,
+                   inv={'CUSTOM_PCI_10DE_27B8': 1},
+                   used={'CUSTOM_PCI_10DE_27B8': i}) for i in (0, 1)],
+            naming.host_driver_trait('570.86.10'),
+            naming.gpu_health_trait('unhealthy', '0000:81:01.0'))
+        report = self.report(views)
+        self.assertEqual(
+            [('0000:81:00.0', 0, 'healthy'),
+             ('0000:81:01.0', 1, 'unhealthy')],
+            [(g.address, g.used, g.health) for g in report.gpus])
+        # without the mode trait the bus still joins them (VFs of a GPU)
+        for v in views:
+            v.traits = [t for t in v.traits if t != audit.PASSTHROUGH_TRAIT]
+        self.assertEqual(1, len(self.report(views).gpus))
+
     def test_stale_is_said(self):
         report = self.report(published(host('a', '550'),
                                        naming.host_driver_trait('550'),
