@@ -386,7 +386,7 @@ class Starter:
             'admin_password': secrets.token_hex(8),
             'member_password': secrets.token_hex(8),
             'service_password': secrets.token_hex(8),
-            'hosts': [cloud_hosts.VGPU_HOST, cloud_hosts.PCI_HOST],
+            'hosts': list(cloud_hosts.HOSTS),
         }
 
     def save(self) -> None:
@@ -702,7 +702,11 @@ class Starter:
             '--output', files['drop_in']])
 
     def pci_aliases(self) -> list[str]:
-        """``[pci] alias`` values of the hosts' drop-ins (for controllers)."""
+        """``[pci] alias`` values of the hosts' drop-ins (for controllers).
+
+        Each once: hosts of one kind write the same alias, and Nova's API
+        refuses a name given twice.
+        """
         aliases = []
         for host in self.info['hosts']:
             section = None
@@ -712,7 +716,9 @@ class Starter:
                     if line.startswith('['):
                         section = line
                     elif section == '[pci]' and line.startswith('alias'):
-                        aliases.append(line.split('=', 1)[1].strip())
+                        alias = line.split('=', 1)[1].strip()
+                        if alias not in aliases:
+                            aliases.append(alias)
         return aliases
 
     # --- Nova ------------------------------------------------------------
@@ -736,7 +742,7 @@ class Starter:
                 'instances_path': os.path.join(ndir, 'instances'),
                 # raw disk files (compute.py's image backend writes them)
                 'use_cow_images': 'False',
-                # a resize may stay on its host (two hosts, one per kind)
+                # a resize may stay on its host (one vGPU host)
                 'allow_resize_to_same_host': 'True',
             },
             'libvirt': {'images_type': 'raw'},

@@ -328,6 +328,10 @@ class CloudClient:
         if PCI_FLAVOR not in have:
             self.openstack('gpu', 'flavor', 'create', PCI_FLAVOR, '--mode',
                            'passthrough', '--model', 'L4', *small)
+        if PCI_X2_FLAVOR not in have:
+            self.openstack('gpu', 'flavor', 'create', PCI_X2_FLAVOR, '--mode',
+                           'passthrough', '--model', 'L4', '--count', '2',
+                           *small)
         # an A100 vGPU flavor that asks for another model: Placement offers
         # the A100 host, GpuModelFilter refuses it
         if IMPOSSIBLE_FLAVOR not in have:
@@ -418,6 +422,7 @@ A100 = 'A100_80GB_PCIE'
 VGPU_FLAVOR = 'gpu.a100.vgpu'
 VGPU_LARGE_FLAVOR = 'gpu.a100.vgpu.large'
 PCI_FLAVOR = 'gpu.l4.pci'
+PCI_X2_FLAVOR = 'gpu.l4.pci.x2'
 IMPOSSIBLE_FLAVOR = 'gpu.a100.as.l4'
 
 

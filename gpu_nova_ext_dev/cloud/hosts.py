@@ -10,7 +10,12 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""The two GPU hosts of the development cloud, described once.
+"""The GPU hosts of the development cloud, described once.
+
+One vGPU host with two A100s, and two passthrough hosts with two L4s each
+(at the same PCI addresses, as identical servers have), so that a
+passthrough server can be cold-migrated, or resized to two GPUs, onto a
+host of its kind.
 
 One description per host feeds both sides of the only stand-in: Nova's
 fakelibvirt ``Connection`` that the host's nova-compute process runs on
@@ -27,6 +32,8 @@ from gpu_nova_ext_dev import libvirt_hosts as base
 
 VGPU_HOST = 'cloud-vgpu'
 PCI_HOST = 'cloud-pci'
+PCI_HOST_2 = 'cloud-pci-2'
+PCI_HOSTS = (PCI_HOST, PCI_HOST_2)
 
 # The two mdev-capable pGPUs fakelibvirt gives a host, both A100 here
 PGPU0 = base.PGPU0
@@ -43,10 +50,10 @@ HOSTS = {
         # Nova's functional vGPU tests run these versions
         'libvirt_version': 8000000, 'qemu_version': 6002000,
     },
-    PCI_HOST: {
+    **{host: {
         'pci_gpus': [L4_PRODUCT, L4_PRODUCT],
         'gpus': {L4_0: base.gpu(base.L4), L4_1: base.gpu(base.L4)},
-    },
+    } for host in PCI_HOSTS},
 }
 
 
