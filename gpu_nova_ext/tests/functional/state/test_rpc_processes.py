@@ -204,8 +204,27 @@ class TestStateChannelProcesses(testtools.TestCase):
         took = self._wait_all_newer(self.schedulers, before)
         self.assertLess(took, ROUND_TRIP)
 
+    def _targeted_asks(self) -> list:
+        """Per agent: the caches' logged asks for that one host's state.
+
+        A cache that gets a host's metrics before the facts they belong
+        to (the RPC server's workers can swap two messages) asks that host
+        again, once per RESEND_INTERVAL, and logs it.
+        """
+        asks = [0] * len(AGENTS)
+        for proc in self.procs:
+            with open(proc.log_path) as handle:
+                for line in handle:
+                    if 'asking that host to resend' not in line:
+                        continue
+                    for index, host in enumerate(AGENTS):
+                        if 'GPU metrics from %s ' % host in line:
+                            asks[index] += 1
+        return asks
+
     def test_late_cache_gets_full_state_within_one_round_trip(self):
         resends = [a.ask('stats')['resends'] for a in self.agents]
+        asked = self._targeted_asks()
         # The agents cast only every hour: nothing but the late cache's
         # resend_gpu_state can bring it their state now.
         late = self._spawn('sched-late', 'scheduler')
@@ -213,18 +232,23 @@ class TestStateChannelProcesses(testtools.TestCase):
         self.assertTrue(ready['ready'])
         took = self._wait_all_newer([late], 0)
         self.assertLess(took, ROUND_TRIP)
-        # each agent answers the late cache's one request, once; a cast
-        # an earlier test left pending may bring the state first, so the
-        # count is awaited, not read at once
-        counts = []
+        # Each agent answers the late cache's one request for everyone
+        # once, plus any request a cache made for that host alone (each
+        # one logged); the answers are awaited, not read at once.
+        counts, expected = [], []
 
         def answered():
+            extra = [now - then for now, then in
+                     zip(self._targeted_asks(), asked)]
+            expected[:] = [before + 1 + more
+                           for before, more in zip(resends, extra)]
             counts[:] = [a.ask('stats')['resends'] for a in self.agents]
-            return all(n >= before + 1 for n, before in zip(counts,
-                                                            resends))
+            return counts == expected
 
         deadline.wait_for(answered)
-        self.assertEqual([before + 1 for before in resends], counts)
+        self.assertEqual(expected, counts,
+                         'resend requests answered per agent (logs in %s)'
+                         % self.logdir)
         stopped = late.quit()
         self.assertIsNotNone(stopped)
         self.assertLess(stopped['stopped'], 3.0)
