@@ -35,6 +35,7 @@ import dataclasses
 import json
 import shlex
 import subprocess
+import threading
 import time
 
 from oslo_log import log as logging
@@ -291,20 +292,43 @@ def run_upgrade(argv: list[str], timeout: float,
                 log_path: str | None = None) -> Outcome:
     """Run one upgrade command, its output together (and to ``log_path``).
 
-    A failure's reason is the exit code and the output's last line.
+    A failure's reason is the exit code and the last line the command
+    wrote to its standard error, or to its standard output where it wrote
+    nothing to standard error (ansible-playbook ends its output with the
+    play recap, and with ``ANSIBLE_DISPLAY_FAILED_STDERR`` writes the
+    failed task to standard error).
     """
+    lines: list[tuple[bool, str]] = []   # (from stderr, line), as they came
+    lock = threading.Lock()
+
+    def read(pipe, err: bool) -> None:
+        for raw in pipe:
+            with lock:
+                lines.append((err, raw.decode('utf-8', 'replace')))
+
     try:
-        done = subprocess.run(argv, stdin=subprocess.DEVNULL,
-                              stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, timeout=timeout,
-                              check=False)
-        output, rc = done.stdout, done.returncode
-    except subprocess.TimeoutExpired as exc:
-        output, rc = exc.output, None
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
     except OSError as exc:
         return Outcome(ok=False, reason='could not run %s: %s' % (
             argv[0], exc))
-    text = (output or b'').decode('utf-8', 'replace')
+    readers = [threading.Thread(target=read, args=(pipe, err), daemon=True)
+               for pipe, err in ((proc.stdout, False), (proc.stderr, True))]
+    for reader in readers:
+        reader.start()
+    try:
+        rc = proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        rc = None
+    for reader in readers:
+        # a process it started may hold the pipes open: not waited for
+        reader.join(None if rc is not None else 1.0)
+    with lock:
+        got = list(lines)
+    text = ''.join(line for _, line in got)
     if log_path:
         with open(log_path, 'w') as f:
             f.write(text)
@@ -312,12 +336,14 @@ def run_upgrade(argv: list[str], timeout: float,
               {'argv': argv, 'rc': rc, 'out': text})
     if rc == 0:
         return Outcome(ok=True)
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    last = lines[-1] if lines else 'no output'
+    said = [(err, line.strip()) for err, line in got if line.strip()]
+    errors = [line for err, line in said if err]
+    last = said[-1][1] if said else 'no output'
     if rc is None:
         return Outcome(ok=False, reason='not done after %ds: %s' % (
             timeout, last))
-    return Outcome(ok=False, reason='exit code %d: %s' % (rc, last))
+    return Outcome(ok=False, reason='exit code %d: %s' % (
+        rc, errors[-1] if errors else last))
 
 
 # -- the cloud: the live view, the health gate, undrain -----------------------

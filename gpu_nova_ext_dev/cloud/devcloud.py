@@ -14,6 +14,7 @@
 
     python -m gpu_nova_ext_dev.cloud.devcloud start|stop|status [--dir D]
         [--ha]
+    python -m gpu_nova_ext_dev.cloud.devcloud restart NAME [--dir D]
 
 ``start`` brings up, each as its own process group: a RabbitMQ node of
 its own (TLS beside plain AMQP, with a CA made at start; the agents use
@@ -28,8 +29,11 @@ nova-compute hosts on Nova's fakelibvirt (:mod:`.compute`) and one
 gpu-nova-agent per host.  It returns when every service answers, writes a
 clouds.yaml (clouds ``admin`` and ``member``) and prints how to use it.
 ``stop`` ends the process groups whose pid files it wrote, and nothing
-else.  Everything lives in one state directory (``.cloud`` at the top of
-the work tree unless ``--dir`` or ``GPU_NOVA_EXT_CLOUD_DIR`` names another).
+else.  ``restart`` stops one host's nova-compute or gpu-nova-agent and
+starts it again, as ``systemctl restart`` does on a real host (the
+roll-out playbook's upgrade does that).  Everything lives in one state
+directory (``.cloud`` at the top of the work tree unless ``--dir`` or
+``GPU_NOVA_EXT_CLOUD_DIR`` names another).
 
 ``start --ha`` is the clustered control plane (doc/source/cloud.rst,
 "Clustered control plane"): three RabbitMQ nodes joined in one cluster,
@@ -109,6 +113,10 @@ REGISTERED_LIMITS = {'servers': 100, 'class:VCPU': 400,
                      'class:MEMORY_MB': 409600, 'class:DISK_GB': 4000}
 START_TIMEOUT = float(os.environ.get('GPU_NOVA_EXT_CLOUD_TIMEOUT', '240'))
 AGENT_INTERVAL = 5.0
+#: what a host's drop-in is written with (``gpu-nova-ext nova-conf ARGS``)
+#: at start, and again by a driver upgrade (contrib/ansible's
+#: ``gpu_driver_nova_conf_args``): no scheduler section on compute hosts
+HOST_NOVA_CONF_ARGS = ('--no-scheduler',)
 IMAGE_NAME = 'tiny-raw'
 # Neutron's API module, loaded as a file (see Starter.neutron)
 NEUTRON_API = os.path.join(os.path.dirname(os.path.abspath(__file__)),
@@ -650,18 +658,10 @@ class Starter:
 
     # --- GPU hosts: descriptions, agent files, nova-conf drop-ins --------
 
-    def host_files(self, host: str) -> dict:
-        d = self.cloud.host_dir(host)
-        return {k: os.path.join(d, v) for k, v in (
-            ('dir', ''), ('desc', 'host.yaml'), ('xml', 'libvirt.xml'),
-            ('gpus', 'gpus.yaml'), ('agent_conf', 'gpu-nova-agent.conf'),
-            ('drop_in', 'nova-gpus.conf'), ('nova_conf', 'nova-host.conf'),
-            ('nova_conf_dir', 'nova.conf.d'))}
-
     def prepare_host(self, host: str) -> None:
         """Write the host's description once, for both of its sides."""
         c, info = self.cloud, self.info
-        files = self.host_files(host)
+        files = host_files(self.cloud, host)
         for d in ('dir', 'nova_conf_dir'):
             os.makedirs(files[d], exist_ok=True)
         desc = cloud_hosts.description(host)
@@ -698,7 +698,7 @@ class Starter:
         # as an operator does: discover, then nova-conf writes the drop-in
         c.run('nova-conf-' + host, [
             os.path.join(BIN, 'gpu-nova-ext'), '--config-file',
-            files['agent_conf'], 'nova-conf', '--no-scheduler',
+            files['agent_conf'], 'nova-conf', *HOST_NOVA_CONF_ARGS,
             '--output', files['drop_in']])
 
     def pci_aliases(self) -> list[str]:
@@ -710,7 +710,7 @@ class Starter:
         aliases = []
         for host in self.info['hosts']:
             section = None
-            with open(self.host_files(host)['drop_in']) as f:
+            with open(host_files(self.cloud, host)['drop_in']) as f:
                 for line in f:
                     line = line.strip()
                     if line.startswith('['):
@@ -852,19 +852,14 @@ class Starter:
     def computes(self) -> None:
         c, info = self.cloud, self.info
         for host in info['hosts']:
-            files = self.host_files(host)
+            files = host_files(self.cloud, host)
             with open(files['nova_conf'], 'w') as f:
                 # its own state_path: Nova keeps the compute node's UUID
                 # there (compute_id)
                 f.write(ini({'DEFAULT': {
                     'host': host, 'state_path': files['dir']},
                     'oslo_messaging_rabbit': rabbit_options(info, host)}))
-            c.spawn('nova-compute-' + host, [
-                sys.executable, '-m', 'gpu_nova_ext_dev.cloud.compute',
-                files['desc'], files['xml'],
-                '--config-file', c.conf('nova/compute.conf'),
-                '--config-file', files['nova_conf'],
-                '--config-file', files['drop_in']], nova_env())
+            start_compute(c, host)
         for host in info['hosts']:
             start_agent(c, host)
         c.wait_for('nova-api', lambda: http_ok(info['nova_url']), 'answer')
@@ -1367,6 +1362,27 @@ def start_scheduler(cloud: Cloud, extra_conf: str | None = None,
     cloud.spawn(name, argv, nova_env())
 
 
+def host_files(cloud: Cloud, host: str) -> dict:
+    """The files of one GPU host, by what they are."""
+    d = cloud.host_dir(host)
+    return {k: os.path.join(d, v) for k, v in (
+        ('dir', ''), ('desc', 'host.yaml'), ('xml', 'libvirt.xml'),
+        ('gpus', 'gpus.yaml'), ('agent_conf', 'gpu-nova-agent.conf'),
+        ('drop_in', 'nova-gpus.conf'), ('nova_conf', 'nova-host.conf'),
+        ('nova_conf_dir', 'nova.conf.d'))}
+
+
+def start_compute(cloud: Cloud, host: str) -> None:
+    """nova-compute of ``host``, on its nova.conf drop-in as it is now."""
+    files = host_files(cloud, host)
+    cloud.spawn('nova-compute-' + host, [
+        sys.executable, '-m', 'gpu_nova_ext_dev.cloud.compute',
+        files['desc'], files['xml'],
+        '--config-file', cloud.conf('nova/compute.conf'),
+        '--config-file', files['nova_conf'],
+        '--config-file', files['drop_in']], nova_env())
+
+
 def start_agent(cloud: Cloud, host: str) -> None:
     locks = os.path.join(cloud.host_dir(host), 'locks')
     os.makedirs(locks, exist_ok=True)
@@ -1376,6 +1392,33 @@ def start_agent(cloud: Cloud, host: str) -> None:
         # oslo.messaging's queue manager takes an external lock
         # (oslo.concurrency's lock_path defaults to $OSLO_LOCK_PATH)
         {'OSLO_LOCK_PATH': locks})
+
+
+#: what ``restart`` starts again, by the start of a process's name
+RESTARTABLE = {'nova-compute-': start_compute,
+               'gpu-nova-agent-': start_agent}
+
+
+def restart(cloud: Cloud, name: str) -> None:
+    """Stop process group ``name`` (TERM, then KILL) and start it again.
+
+    What a host's service manager does on ``systemctl restart``: for a
+    host's nova-compute (which reads its drop-in again) or gpu-nova-agent.
+    """
+    prefix = next((p for p in RESTARTABLE if name.startswith(p)), None)
+    host = name[len(prefix):] if prefix else None
+    if host not in cloud.info.get('hosts', ()):
+        raise CloudError('%s: no such process to restart; give '
+                         'nova-compute-HOST or gpu-nova-agent-HOST with one '
+                         'of the hosts %s' % (
+                             name, ', '.join(cloud.info.get('hosts', ()))))
+    cloud.kill(name)
+    deadline = time.monotonic() + 15
+    while cloud._group_alive(name) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if cloud._group_alive(name):
+        cloud.kill(name, signal.SIGKILL)
+    RESTARTABLE[prefix](cloud, host)
 
 
 def children(pid: int) -> list[int]:
@@ -1500,7 +1543,11 @@ def main(argv: list[str] | None = None) -> int:
         prog='tools/run cloud',
         description='A GPU cloud of real OpenStack processes on this '
                     'machine (fake libvirt hypervisor).')
-    parser.add_argument('action', choices=('start', 'stop', 'status'))
+    parser.add_argument('action',
+                        choices=('start', 'stop', 'status', 'restart'))
+    parser.add_argument('name', nargs='?',
+                        help='restart: the process, nova-compute-HOST or '
+                             'gpu-nova-agent-HOST (as status lists them)')
     parser.add_argument('--dir', help='State directory (default: %s)'
                         % DEFAULT_DIR)
     parser.add_argument('--ha', action='store_true',
@@ -1521,6 +1568,14 @@ def main(argv: list[str] | None = None) -> int:
             print('The cloud runs (hosts: %s). To use it:\n%s'
                   % (', '.join(cloud.info['hosts']), use_lines(cloud)))
             print('(OS_CLOUD=member is a member of project demo.)')
+            return 0
+        if args.action == 'restart':
+            try:
+                restart(cloud, args.name or '')
+            except CloudError as exc:
+                print('cloud restart failed: %s' % exc, file=sys.stderr)
+                return 2
+            print('restarted %s' % args.name)
             return 0
         if args.action == 'stop':
             names = cloud.stop()

@@ -113,17 +113,21 @@ class CloudClient:
                                    cloud_name).stdout)
 
     @staticmethod
-    def boot_argv(name: str, flavor: str, wait: bool = True) -> list:
-        """``openstack server create`` of one server, as a user types it."""
+    def boot_argv(name: str, flavor: str, wait: bool = True,
+                  extra: tuple = ()) -> list:
+        """``openstack server create`` of one server, as a user types it.
+
+        ``extra``: more options (``--host HOST``, an admin's).
+        """
         return openstack_argv(
             'server', 'create', '--flavor', flavor, '--image',
             devcloud.IMAGE_NAME, '--nic', 'none', '-f', 'json',
-            *(['--wait'] if wait else []), name)
+            *(['--wait'] if wait else []), *extra, name)
 
     def boot(self, name: str, flavor: str, cloud_name: str = 'admin',
-             wait: bool = True, check: bool = True):
-        proc = self.run(self.boot_argv(name, flavor, wait), cloud_name,
-                        check)
+             wait: bool = True, check: bool = True, extra: tuple = ()):
+        proc = self.run(self.boot_argv(name, flavor, wait, extra),
+                        cloud_name, check)
         return json.loads(proc.stdout) if proc.stdout.strip() else None
 
     def show(self, server: str) -> dict:

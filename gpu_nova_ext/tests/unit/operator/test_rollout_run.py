@@ -171,6 +171,32 @@ class TestRunUpgrade(testtools.TestCase):
                                     reason='exit code 4: dkms failed'),
                          outcome)
 
+    def test_failure_says_the_last_error_line_before_a_summary(self):
+        # as ansible-playbook with ANSIBLE_DISPLAY_FAILED_STDERR: the
+        # failed task on stderr, then the play recap on stdout; the log
+        # keeps both (in the order they were read)
+        log = os.path.join(self.useFixture(fixtures.TempDir()).path, 'h.log')
+        outcome = rr.run_upgrade(python(
+            'import sys; print("TASK [install]", flush=True); '
+            'print("fatal: [h1]: FAILED! => no such package", '
+            'file=sys.stderr, flush=True); '
+            'print("PLAY RECAP"); print("h1 : ok=1 failed=1"); '
+            'sys.exit(2)'), 30, log)
+        self.assertEqual(
+            'exit code 2: fatal: [h1]: FAILED! => no such package',
+            outcome.reason)
+        with open(log) as f:
+            self.assertEqual(sorted(['TASK [install]',
+                                     'fatal: [h1]: FAILED! => no such '
+                                     'package',
+                                     'PLAY RECAP', 'h1 : ok=1 failed=1']),
+                             sorted(f.read().splitlines()))
+        # nothing on stderr: the last line of stdout
+        outcome = rr.run_upgrade(python(
+            'import sys; print("step 1"); print("disk full"); sys.exit(1)'),
+            30)
+        self.assertEqual('exit code 1: disk full', outcome.reason)
+
     def test_timeout_and_missing_program(self):
         outcome = rr.run_upgrade(python(
             'import time; print("rebooting", flush=True); time.sleep(30)'),
