@@ -33,6 +33,7 @@ from typing import Any
 from oslo_log import log as logging
 
 from gpu_nova_ext import exception
+from gpu_nova_ext.operator import cloud_facts
 from gpu_nova_ext.operator import snapshot as snap_mod
 from gpu_nova_ext.simulate import nova_conf_file
 
@@ -178,7 +179,7 @@ def replay_notes(result, replay: int, label: str,
                 if_failed)]
 
 
-def host_aggregates(facts: snap_mod.CloudFacts) -> dict[str, list[str]]:
+def host_aggregates(facts: cloud_facts.CloudFacts) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for name, (hosts, _metadata) in sorted(facts.aggregates.items()):
         for host in hosts:
@@ -186,7 +187,7 @@ def host_aggregates(facts: snap_mod.CloudFacts) -> dict[str, list[str]]:
     return out
 
 
-def answer(facts: snap_mod.CloudFacts, snap: snap_mod.Snapshot,
+def answer(facts: cloud_facts.CloudFacts, snap: snap_mod.Snapshot,
            flavors: list[str], aggregate: str | None = None,
            max_servers: int = DEFAULT_MAX_SERVERS,
            nova_conf: tuple[nova_conf_file.Taken, list[str]] | None = None

@@ -39,6 +39,7 @@ from oslo_log import log as logging
 
 from gpu_nova_ext import exception
 from gpu_nova_ext.operator import capacity
+from gpu_nova_ext.operator import cloud_facts
 from gpu_nova_ext.operator import snapshot as snap_mod
 from gpu_nova_ext.simulate import nova_conf_file
 
@@ -68,10 +69,10 @@ _FORBIDDEN_MEANING = {
 class Request:
     """What to explain: a flavor and the project that asks."""
 
-    flavor: snap_mod.FlavorFact
+    flavor: cloud_facts.FlavorFact
     project: str | None = None
     #: the server whose request this is (``--server``), if any
-    server: snap_mod.ServerFact | None = None
+    server: cloud_facts.ServerFact | None = None
 
 
 @dataclasses.dataclass(kw_only=True, slots=True)
@@ -104,7 +105,7 @@ class Answer:
 
 # -- what to explain -------------------------------------------------------
 
-def request_of_flavor(facts: snap_mod.CloudFacts, name: str,
+def request_of_flavor(facts: cloud_facts.CloudFacts, name: str,
                       project: str | None) -> Request:
     """A request of Nova's flavor ``name`` (name or id)."""
     for flavor in facts.flavors:
@@ -117,7 +118,7 @@ def request_of_flavor(facts: snap_mod.CloudFacts, name: str,
                    sorted(f.name for f in facts.flavors)[:20]))
 
 
-def request_of_server(facts: snap_mod.CloudFacts, name_or_id: str,
+def request_of_server(facts: cloud_facts.CloudFacts, name_or_id: str,
                       project: str | None) -> Request:
     """The request of a server: its own flavor and its project.
 
@@ -143,7 +144,7 @@ def request_of_server(facts: snap_mod.CloudFacts, name_or_id: str,
             reason='Nova did not show its flavor (compute API '
                    'microversion 2.47 or newer embeds it); use --flavor')
     return Request(
-        flavor=snap_mod.FlavorFact(
+        flavor=cloud_facts.FlavorFact(
             name=flavor.get('name') or REQUEST_FLAVOR,
             vcpus=int(flavor['vcpus']), ram=int(flavor['ram']),
             disk=int(flavor.get('disk') or 0),
@@ -151,8 +152,8 @@ def request_of_server(facts: snap_mod.CloudFacts, name_or_id: str,
         project=project or server.project_id, server=server)
 
 
-def without_server(facts: snap_mod.CloudFacts,
-                   server: snap_mod.ServerFact) -> snap_mod.CloudFacts:
+def without_server(facts: cloud_facts.CloudFacts,
+                   server: cloud_facts.ServerFact) -> cloud_facts.CloudFacts:
     """The facts without ``server``, whose request is explained afresh.
 
     What it holds now is not in the replay.
@@ -163,7 +164,7 @@ def without_server(facts: snap_mod.CloudFacts,
 
 # -- the simulation ----------------------------------------------------------
 
-def scenario_of(snap: snap_mod.Snapshot, flavor: snap_mod.FlavorFact
+def scenario_of(snap: snap_mod.Snapshot, flavor: cloud_facts.FlavorFact
                 ) -> tuple[dict[str, Any], str]:
     """The snapshot's scenario (no workload) and the request's flavor name.
 
@@ -227,7 +228,7 @@ def simulate(snap: snap_mod.Snapshot, request: Request,
 
 # -- the rows ---------------------------------------------------------------
 
-def placement_shortfall(facts: snap_mod.CloudFacts, root_uuid: str,
+def placement_shortfall(facts: cloud_facts.CloudFacts, root_uuid: str,
                         explanation) -> str:
     """Why Placement offered no candidate on one host.
 
@@ -281,7 +282,7 @@ def removal_reason(removal, addresses: dict[str, str]) -> str:
     return '; '.join(parts)
 
 
-def rows_of(facts: snap_mod.CloudFacts, snap: snap_mod.Snapshot,
+def rows_of(facts: cloud_facts.CloudFacts, snap: snap_mod.Snapshot,
             explanation) -> list[Row]:
     """A row per compute host: ranked ones best first, then the rest."""
     simulated = {h['name'] for h in snap.data['hosts']}
@@ -317,7 +318,7 @@ def rows_of(facts: snap_mod.CloudFacts, snap: snap_mod.Snapshot,
     return rows
 
 
-def answer(facts: snap_mod.CloudFacts, snap: snap_mod.Snapshot,
+def answer(facts: cloud_facts.CloudFacts, snap: snap_mod.Snapshot,
            request: Request,
            nova_conf: tuple[nova_conf_file.Taken, list[str]] | None = None
            ) -> Answer:

@@ -17,6 +17,7 @@ The scenario goes to ``--output`` (or stdout); what it could not
 represent is in its header comment and on stderr, one line each.
 """
 from gpu_nova_ext import exception
+from gpu_nova_ext.operator import cloud_facts
 from gpu_nova_ext.operator import snapshot
 from gpu_nova_ext.osc import command
 
@@ -29,8 +30,8 @@ def cloud_name(client) -> str:
                      ' (%s)' % url if url else '')
 
 
-def take(client) -> tuple[snapshot.CloudFacts, snapshot.Snapshot]:
-    facts = snapshot.collect(client.placement, client.conn)
+def take(client) -> tuple[cloud_facts.CloudFacts, snapshot.Snapshot]:
+    facts = cloud_facts.collect(client.placement, client.conn)
     return facts, snapshot.build(facts, snapshot.now())
 
 

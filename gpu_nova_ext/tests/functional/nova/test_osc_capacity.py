@@ -32,6 +32,7 @@ import testtools
 
 from gpu_nova_ext.operator import audit
 from gpu_nova_ext.operator import capacity
+from gpu_nova_ext.operator import cloud_facts
 from gpu_nova_ext.operator import snapshot
 from gpu_nova_ext.simulate import nova_conf_file
 from gpu_nova_ext.simulate import scenario as scn
@@ -194,14 +195,14 @@ class SnapshotCapacityTest(base.GpuVGPUTestBase):
 class CapacityReplayTest(testtools.TestCase):
     """What capacity says when the replay of the servers differs.
 
-    No harness: the facts as :func:`snapshot.collect` returns them, for a
+    No harness: the facts as :func:`cloud_facts.collect` returns them, for a
     cloud whose h1 GPU is MIG-partitioned (a snapshot leaves it out) and
     runs two servers; h2 has one free vGPU.
     """
 
     def test_unplaced_servers_are_said(self):
-        flavor = snapshot.FlavorFact(name='g1', vcpus=1, ram=512, disk=1,
-                                     extra_specs={'resources:VGPU': '1'})
+        flavor = cloud_facts.FlavorFact(name='g1', vcpus=1, ram=512, disk=1,
+                                        extra_specs={'resources:VGPU': '1'})
         a100 = ['CUSTOM_GPU_MODEL_A100_80GB_PCIE', 'CUSTOM_GPU_MODE_VGPU']
         providers, roots = [], {}
         for host, traits, total in (('h1', a100 + ['CUSTOM_GPU_MIG_ENABLED'],
@@ -217,17 +218,17 @@ class CapacityReplayTest(testtools.TestCase):
                            'MEMORY_MB': {'total': 8192, 'reserved': 0},
                            'DISK_GB': {'total': 100, 'reserved': 0}}
         servers = [
-            snapshot.ServerFact(
+            cloud_facts.ServerFact(
                 id='id-%d' % i, name='vm%d' % i, host='h1',
                 status='ACTIVE', project_id='p1',
                 created_at='2026-01-0%d' % i,
                 flavor={'name': 'g1', 'vcpus': 1, 'ram': 512, 'disk': 1,
                         'extra_specs': dict(flavor.extra_specs)})
             for i in (1, 2)]
-        facts = snapshot.CloudFacts(providers=providers,
-                                    root_inventories=roots,
-                                    servers=servers, flavors=[flavor],
-                                    aggregates={})
+        facts = cloud_facts.CloudFacts(providers=providers,
+                                       root_inventories=roots,
+                                       servers=servers, flavors=[flavor],
+                                       aggregates={})
         snap = snapshot.build(facts, 'now')
         found = capacity.answer(facts, snap, [])
         # h2's free vGPU: the servers of h1 are not replayed onto it
@@ -249,8 +250,8 @@ class CapacityReplayTest(testtools.TestCase):
     def test_the_schedulers_nova_conf_decides_the_count(self):
         # two hosts of four vGPUs each: eight fit, unless the schedulers'
         # own nova.conf caps the instances per host
-        flavor = snapshot.FlavorFact(name='g1', vcpus=1, ram=512, disk=1,
-                                     extra_specs={'resources:VGPU': '1'})
+        flavor = cloud_facts.FlavorFact(name='g1', vcpus=1, ram=512, disk=1,
+                                        extra_specs={'resources:VGPU': '1'})
         a100 = ['CUSTOM_GPU_MODEL_A100_80GB_PCIE', 'CUSTOM_GPU_MODE_VGPU']
         providers, roots = [], {}
         for host in ('h1', 'h2'):
@@ -264,9 +265,9 @@ class CapacityReplayTest(testtools.TestCase):
                                     'allocation_ratio': 1.0},
                            'MEMORY_MB': {'total': 8192, 'reserved': 0},
                            'DISK_GB': {'total': 100, 'reserved': 0}}
-        facts = snapshot.CloudFacts(providers=providers,
-                                    root_inventories=roots, servers=[],
-                                    flavors=[flavor], aggregates={})
+        facts = cloud_facts.CloudFacts(providers=providers,
+                                       root_inventories=roots, servers=[],
+                                       flavors=[flavor], aggregates={})
         snap = snapshot.build(facts, 'now')
         path = os.path.join(self.useFixture(fixtures.TempDir()).path,
                             'nova.conf')

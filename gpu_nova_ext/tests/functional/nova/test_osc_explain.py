@@ -13,7 +13,7 @@
 """``openstack gpu explain``: the rule that removes each host, or its rank.
 
 :class:`ExplainFactsTest` gives :func:`explain.answer` the facts as
-:func:`snapshot.collect` returns them (no harness, no Keystone: the
+:func:`cloud_facts.collect` returns them (no harness, no Keystone: the
 quota's limits are facts too); :class:`ExplainHarnessTest` runs the
 command against Nova's in-process harness and boots the flavor to see
 that the top host is where Nova's scheduler puts it.
@@ -32,6 +32,7 @@ import yaml
 
 from gpu_nova_ext import naming
 from gpu_nova_ext.operator import audit
+from gpu_nova_ext.operator import cloud_facts
 from gpu_nova_ext.operator import explain
 from gpu_nova_ext.operator import snapshot
 from gpu_nova_ext.tests.functional.nova import base
@@ -52,9 +53,9 @@ REPORTED = naming.host_reported_trait(
 
 
 def a100_flavor(name='a100', model='A100'):
-    return snapshot.FlavorFact(name=name, vcpus=4, ram=1024, disk=1,
-                               extra_specs={'resources:%s' % A100_RC: '1',
-                                            'gpu:model': model})
+    return cloud_facts.FlavorFact(name=name, vcpus=4, ram=1024, disk=1,
+                                  extra_specs={'resources:%s' % A100_RC: '1',
+                                               'gpu:model': model})
 
 
 def gpu_host(host, model, rc, *, root_traits=(), gpu_traits=(), vcpus=16):
@@ -89,7 +90,7 @@ class ExplainFactsTest(testtools.TestCase):
             views, inventory, used = gpu_host(name, *args, **kwargs)
             providers += views
             roots[name], usages[name] = inventory, used
-        return snapshot.CloudFacts(
+        return cloud_facts.CloudFacts(
             providers=providers, root_inventories=roots,
             root_usages=usages, servers=list(servers),
             flavors=[a100_flavor(), a100_flavor('h100', 'H100')],
@@ -150,10 +151,10 @@ class ExplainFactsTest(testtools.TestCase):
 
     def test_quota_is_said_once(self):
         """team-b's limit of one A100 vGPU, used by its server on h5."""
-        limits = snapshot.LimitFacts(
+        limits = cloud_facts.LimitFacts(
             registered={'class:' + A100_RC: -1, 'servers': 10},
             projects={TEAM_B: {'class:' + A100_RC: 1}})
-        used = snapshot.ServerFact(
+        used = cloud_facts.ServerFact(
             id='vm-id', name='vm', host='h5', status='ACTIVE',
             project_id=TEAM_B, created_at='2026-01-01',
             flavor={'name': 'a100', 'vcpus': 4, 'ram': 1024, 'disk': 1,

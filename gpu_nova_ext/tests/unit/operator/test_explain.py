@@ -17,14 +17,15 @@ import testtools
 
 from gpu_nova_ext import exception
 from gpu_nova_ext.operator import audit
+from gpu_nova_ext.operator import cloud_facts
 from gpu_nova_ext.operator import explain
 from gpu_nova_ext.operator import snapshot
 from gpu_nova_ext.simulate import nova_filter_handlers
 from gpu_nova_ext.simulate import scheduling
 
 RC = 'CUSTOM_VGPU_A100_80GB_PCIE'
-FLAVOR = snapshot.FlavorFact(name='a100', vcpus=4, ram=1024, disk=1,
-                             extra_specs={'resources:%s' % RC: '1'})
+FLAVOR = cloud_facts.FlavorFact(name='a100', vcpus=4, ram=1024, disk=1,
+                                extra_specs={'resources:%s' % RC: '1'})
 
 
 def facts(*, vcpu_used=0, gpu_used=0, root_traits=(), servers=()):
@@ -35,7 +36,7 @@ def facts(*, vcpu_used=0, gpu_used=0, root_traits=(), servers=()):
         parent_uuid='r1', traits=['CUSTOM_GPU_MODEL_A100_80GB_PCIE'],
         inventories={RC: {'total': 2, 'reserved': 0}},
         usages={RC: gpu_used})
-    return snapshot.CloudFacts(
+    return cloud_facts.CloudFacts(
         providers=[root, gpu],
         root_inventories={'r1': {'VCPU': {'total': 8, 'reserved': 0,
                                           'allocation_ratio': 2.0}}},
@@ -110,7 +111,7 @@ class TestWords(testtools.TestCase):
 class TestRequest(testtools.TestCase):
 
     def test_server_request_is_its_own_flavor_and_project(self):
-        server = snapshot.ServerFact(
+        server = cloud_facts.ServerFact(
             id='s-id', name='s', host=None, status='ERROR',
             project_id='p1', created_at='2026',
             flavor={'name': 'gone', 'vcpus': 2, 'ram': 512, 'disk': 3,
@@ -138,8 +139,8 @@ class TestRequest(testtools.TestCase):
         snap = snapshot.build(facts(), 'now')
         _data, name = explain.scenario_of(snap, FLAVOR)
         self.assertEqual('a100', name)
-        edited = snapshot.FlavorFact(name='a100', vcpus=8, ram=1024, disk=1,
-                                     extra_specs=FLAVOR.extra_specs)
+        edited = cloud_facts.FlavorFact(name='a100', vcpus=8, ram=1024, disk=1,
+                                        extra_specs=FLAVOR.extra_specs)
         data, name = explain.scenario_of(snap, edited)
         self.assertEqual(explain.REQUEST_FLAVOR, name)
         self.assertEqual(8, data['flavors'][-1]['vcpus'])

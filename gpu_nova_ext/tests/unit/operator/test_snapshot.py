@@ -24,6 +24,7 @@ from gpu_nova_ext import exception
 from gpu_nova_ext import naming
 from gpu_nova_ext.operator import audit
 from gpu_nova_ext.operator import capacity
+from gpu_nova_ext.operator import cloud_facts
 from gpu_nova_ext.operator import snapshot
 from gpu_nova_ext.simulate import scenario as scn
 
@@ -35,12 +36,12 @@ COMPUTE = {'VCPU': {'total': 64, 'reserved': 4, 'allocation_ratio': 4.0},
                          'allocation_ratio': 1.5},
            'DISK_GB': {'total': 1000, 'reserved': 0,
                        'allocation_ratio': 1.0}}
-GPU_FLAVOR = snapshot.FlavorFact(name='a100.vgpu', vcpus=4, ram=8192,
-                                 disk=20, extra_specs={
-                                     'resources:VGPU': '1',
-                                     'gpu:model': 'A100'})
-SMALL = snapshot.FlavorFact(name='small', vcpus=1, ram=512, disk=1,
-                            extra_specs={})
+GPU_FLAVOR = cloud_facts.FlavorFact(name='a100.vgpu', vcpus=4, ram=8192,
+                                    disk=20, extra_specs={
+                                        'resources:VGPU': '1',
+                                        'gpu:model': 'A100'})
+SMALL = cloud_facts.FlavorFact(name='small', vcpus=1, ram=512, disk=1,
+                               extra_specs={})
 
 
 def child(uuid, name, root, traits, inv):
@@ -59,9 +60,9 @@ def cloud(*hosts, servers=(), flavors=(GPU_FLAVOR, SMALL), aggregates=None):
                                             root_uuid=name))
         roots[name] = COMPUTE
         providers += children
-    return snapshot.CloudFacts(providers=providers, root_inventories=roots,
-                               servers=list(servers), flavors=list(flavors),
-                               aggregates=dict(aggregates or {}))
+    return cloud_facts.CloudFacts(providers=providers, root_inventories=roots,
+                                  servers=list(servers), flavors=list(flavors),
+                                  aggregates=dict(aggregates or {}))
 
 
 def pgpus(host, count, traits=A100, total=8, rc='VGPU'):
@@ -71,7 +72,7 @@ def pgpus(host, count, traits=A100, total=8, rc='VGPU'):
 
 
 def server(name, host, flavor=GPU_FLAVOR, created='2026-01-01', **kw):
-    return snapshot.ServerFact(
+    return cloud_facts.ServerFact(
         id=name + '-id', name=name, host=host, status='ACTIVE',
         project_id=kw.get('project', 'p1'), created_at=created,
         flavor={'name': flavor.name, 'vcpus': flavor.vcpus,
@@ -129,12 +130,12 @@ class TestBuild(testtools.TestCase):
     def test_pci_aliases_follow_from_the_models(self):
         # nova.conf's [pci] alias is in no API: gpu-nova-ext's own alias
         # of an offered passthrough model is written, another is said
-        l4 = snapshot.FlavorFact(name='l4.pci', vcpus=1, ram=512, disk=1,
-                                 extra_specs={
-                                     'pci_passthrough:alias': 'gpu-l4:1'})
-        own = snapshot.FlavorFact(name='own.pci', vcpus=1, ram=512, disk=1,
-                                  extra_specs={
-                                      'pci_passthrough:alias': 'my-l4:1'})
+        l4 = cloud_facts.FlavorFact(name='l4.pci', vcpus=1, ram=512, disk=1,
+                                    extra_specs={
+                                        'pci_passthrough:alias': 'gpu-l4:1'})
+        own = cloud_facts.FlavorFact(name='own.pci', vcpus=1, ram=512, disk=1,
+                                     extra_specs={
+                                         'pci_passthrough:alias': 'my-l4:1'})
         facts = cloud(('h1', pgpus('h1', 2, traits=L4_PASS, total=1,
                                    rc='CUSTOM_GPU_L4')),
                       flavors=(l4, own, SMALL),
@@ -257,7 +258,7 @@ class TestBuild(testtools.TestCase):
         h1.traits += [naming.host_reported_trait(datetime.datetime.now(
             datetime.timezone.utc)), naming.gpu_health_trait(
                 'unhealthy', '0000:3c:00.0')]
-        facts.limits = snapshot.LimitFacts(
+        facts.limits = cloud_facts.LimitFacts(
             registered={'class:' + rc: 8, 'class:CUSTOM_VGPU_L4': 4,
                         'servers': 10, 'class:VCPU': 100},
             projects={'team-a': {'class:' + rc: 2},
@@ -303,8 +304,8 @@ class TestBuild(testtools.TestCase):
         self.assertEqual(facts.unread, snap.dropped)
 
     def test_a_deleted_flavor_comes_from_the_server(self):
-        gone = snapshot.FlavorFact(name='old', vcpus=2, ram=1024, disk=5,
-                                   extra_specs={'resources:VGPU': '1'})
+        gone = cloud_facts.FlavorFact(name='old', vcpus=2, ram=1024, disk=5,
+                                      extra_specs={'resources:VGPU': '1'})
         snap = snapshot.build(cloud(('h1', pgpus('h1', 1)),
                                     servers=[server('s', 'h1', gone)]),
                               'now')
@@ -315,8 +316,8 @@ class TestBuild(testtools.TestCase):
         self.loaded(snap)
 
     def test_disk_is_what_nova_asks_placement(self):
-        self.assertEqual(10 + 20 + 2, snapshot.disk_gb(10, 20, 1025))
-        self.assertEqual(0, snapshot.disk_gb(None, None, ''))
+        self.assertEqual(10 + 20 + 2, cloud_facts.disk_gb(10, 20, 1025))
+        self.assertEqual(0, cloud_facts.disk_gb(None, None, ''))
 
     def test_no_compute_host_is_one_clear_error(self):
         exc = self.assertRaises(exception.InvalidArgument, snapshot.build,
