@@ -317,6 +317,7 @@ def run_upgrade(argv: list[str], timeout: float,
                for pipe, err in ((proc.stdout, False), (proc.stderr, True))]
     for reader in readers:
         reader.start()
+    end = time.monotonic() + timeout
     try:
         rc = proc.wait(timeout)
     except subprocess.TimeoutExpired:
@@ -324,8 +325,9 @@ def run_upgrade(argv: list[str], timeout: float,
         proc.wait()
         rc = None
     for reader in readers:
-        # a process it started may hold the pipes open: not waited for
-        reader.join(None if rc is not None else 1.0)
+        # a process it started may hold the pipes open: read until the
+        # timeout, not longer
+        reader.join(max(end - time.monotonic(), 1.0))
     with lock:
         got = list(lines)
     text = ''.join(line for _, line in got)

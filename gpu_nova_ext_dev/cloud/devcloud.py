@@ -231,17 +231,22 @@ class Cloud:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, sig)
 
-    def stop(self) -> list[str]:
-        """End every process group this cloud started; its names."""
-        names = [n for n in self.names() if self.pid(n)]
+    def end(self, names: list[str], grace: float = 15.0) -> None:
+        """TERM process groups ``names``; KILL any alive ``grace`` s on."""
         for name in names:
             self.kill(name)
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + grace
         for name in names:
             while self._group_alive(name) and time.monotonic() < deadline:
                 time.sleep(0.2)
             if self._group_alive(name):
                 self.kill(name, signal.SIGKILL)
+
+    def stop(self) -> list[str]:
+        """End every process group this cloud started; its names."""
+        names = [n for n in self.names() if self.pid(n)]
+        self.end(names)
+        for name in names:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(os.path.join(self.pids, name + '.pid'))
         stop_epmd(self)
@@ -1412,12 +1417,7 @@ def restart(cloud: Cloud, name: str) -> None:
                          'nova-compute-HOST or gpu-nova-agent-HOST with one '
                          'of the hosts %s' % (
                              name, ', '.join(cloud.info.get('hosts', ()))))
-    cloud.kill(name)
-    deadline = time.monotonic() + 15
-    while cloud._group_alive(name) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    if cloud._group_alive(name):
-        cloud.kill(name, signal.SIGKILL)
+    cloud.end([name])
     RESTARTABLE[prefix](cloud, host)
 
 
