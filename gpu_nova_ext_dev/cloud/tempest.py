@@ -54,6 +54,14 @@ CHECKOUT_EXTRAS = '[osc]'
 #: besides: what re-pointing the venv at another checkout builds with
 #: (pip install -e --no-build-isolation)
 BUILD_PACKAGES = ('pbr', 'setuptools', 'wheel')
+#: the checkout is installed editable the PEP 660 way: its metadata (the
+#: tempest.test_plugins entry point) lives in the venv.  pip's legacy way
+#: for a project without pyproject.toml (setup.py develop, an egg-link)
+#: keeps it in the checkout's gpu_nova_ext.egg-info, which
+#: tools/install-matrix removes after its build: the next run's Tempest
+#: found no plugin and ran no test ("The specified regex doesn't match
+#: with anything").
+EDITABLE = ('--use-pep517', '-e')
 #: the plugin's tests (tempest run --regex)
 TEST_REGEX = r'^gpu_nova_ext\.tempest_plugin\.'
 RUN_TIMEOUT = 900
@@ -132,16 +140,29 @@ def venv() -> str:
             # libraries, stestr, paramiko, cryptography...); Tempest
             # itself is not in it
             _run(_pip(path, '-c', os.path.join(TOP, 'constraints.txt'),
-                      TEMPEST, *BUILD_PACKAGES, '-e', TOP + CHECKOUT_EXTRAS),
+                      TEMPEST, *BUILD_PACKAGES, *EDITABLE,
+                      TOP + CHECKOUT_EXTRAS),
                  'installing %s and %s%s' % (TEMPEST, TOP, CHECKOUT_EXTRAS))
             _mark_checkout(path)
             open(os.path.join(path, '.complete'), 'w').close()
-        elif _checkout_of(path) != TOP:
-            # another checkout's venv (same pins): point it at this one
-            _run(_pip(path, '--no-deps', '--no-build-isolation', '-e', TOP),
-                 'installing %s (editable)' % TOP)
+        elif _checkout_of(path) != TOP or not _plugin_installed(path):
+            # another checkout's venv (same pins), or one whose plugin
+            # metadata went: point it at this checkout
+            _run(_pip(path, '--no-deps', '--no-build-isolation', *EDITABLE,
+                      TOP), 'installing %s (editable)' % TOP)
             _mark_checkout(path)
     return path
+
+
+def _plugin_installed(venv_dir: str) -> bool:
+    """Whether the venv's Tempest finds our plugin's entry point."""
+    probe = ('import importlib.metadata as m, sys; sys.exit(0 if any('
+             'e.value.startswith("gpu_nova_ext.") for e in m.entry_points('
+             'group="tempest.test_plugins")) else 1)')
+    return subprocess.run(
+        [os.path.join(venv_dir, 'bin', 'python'), '-c', probe],
+        stdin=subprocess.DEVNULL, capture_output=True,
+        timeout=INSTALL_TIMEOUT).returncode == 0
 
 
 def _checkout_of(venv_dir: str) -> str | None:

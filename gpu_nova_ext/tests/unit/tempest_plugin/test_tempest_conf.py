@@ -10,7 +10,8 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""The dev cloud's tempest.conf, and how a Tempest run's results are read.
+"""The dev cloud's tempest.conf, how a Tempest run's results are read,
+and when the cached Tempest venv is pointed at this checkout again.
 
 The configuration is read back with oslo.config and the plugin's own
 option definitions (what Tempest registers for ``[gpu_nova_ext]``).
@@ -18,7 +19,11 @@ option definitions (what Tempest registers for ``[gpu_nova_ext]``).
 import configparser
 import io
 import os
+import subprocess
+import sys
 import tempfile
+
+import fixtures
 
 from oslo_config import cfg
 import subunit
@@ -106,3 +111,55 @@ class TestResults(testtools.TestCase):
         self.assertEqual('======\nTotals\n======\nRan: 2 tests in 9.0 '
                          'sec.\n - Passed: 2', tempest.summary_of(output))
         self.assertEqual('b\nc', tempest.summary_of('b\nc\n'))
+
+
+class TestVenvReuse(testtools.TestCase):
+    """A cached venv (real, without pip) is reused only with our plugin."""
+
+    def setUp(self):
+        super().setUp()
+        cache = self.useFixture(fixtures.TempDir()).path
+        self.useFixture(fixtures.EnvironmentVariable(
+            'GPU_NOVA_EXT_CACHE', cache))
+        self.path = os.path.join(cache, 'tempest',
+                                 'venv-%s' % tempest.venv_key())
+        subprocess.run([sys.executable, '-m', 'venv', '--without-pip',
+                        self.path], check=True)
+        open(os.path.join(self.path, '.complete'), 'w').close()
+        with open(os.path.join(self.path, '.checkout'), 'w') as f:
+            f.write(tempest.TOP + '\n')
+        self.pip = []
+        self.useFixture(fixtures.MonkeyPatch(
+            'gpu_nova_ext_dev.cloud.tempest._run',
+            lambda argv, what, **kw: self.pip.append(argv)))
+
+    def site_packages(self) -> str:
+        return subprocess.run(
+            [os.path.join(self.path, 'bin', 'python'), '-c',
+             'import sysconfig; print(sysconfig.get_paths()["purelib"])'],
+            check=True, capture_output=True, text=True).stdout.strip()
+
+    def test_venv_without_the_plugin_is_installed_again(self):
+        # this checkout's venv whose plugin metadata went (the legacy
+        # editable install kept it in the checkout's egg-info)
+        self.assertFalse(tempest._plugin_installed(self.path))
+        self.assertEqual(self.path, tempest.venv())
+        self.assertEqual(1, len(self.pip))
+        argv = self.pip[0]
+        # the PEP 660 way: the metadata goes into the venv
+        self.assertEqual(['--use-pep517', '-e', tempest.TOP], argv[-3:])
+
+    def test_venv_with_the_plugin_is_kept(self):
+        info = os.path.join(self.site_packages(),
+                            'gpu_nova_ext-1.0.dist-info')
+        os.makedirs(info)
+        with open(os.path.join(info, 'METADATA'), 'w') as f:
+            f.write('Metadata-Version: 2.1\nName: gpu-nova-ext\n'
+                    'Version: 1.0\n')
+        with open(os.path.join(info, 'entry_points.txt'), 'w') as f:
+            f.write('[tempest.test_plugins]\ngpu-nova-ext = '
+                    'gpu_nova_ext.tempest_plugin.plugin:'
+                    'GpuNovaExtTempestPlugin\n')
+        self.assertTrue(tempest._plugin_installed(self.path))
+        self.assertEqual(self.path, tempest.venv())
+        self.assertEqual([], self.pip)
