@@ -464,6 +464,14 @@ class Starter:
                 'key_repository': os.path.join(data, 'fernet-receipts')},
             'credential': {
                 'key_repository': os.path.join(data, 'credential-keys')},
+            # a development cloud's passwords: bcrypt's fewest rounds, not
+            # its default 12 (a quarter of a second of CPU per login, and
+            # every service, agent and CLI command logs in); Keystone's
+            # own cache in its one gunicorn worker, as devstack caches it
+            # in memcached
+            'identity': {'password_hash_rounds': '4'},
+            'cache': {'enabled': 'true',
+                      'backend': 'dogpile.cache.memory'},
         }))
         manage = [os.path.join(BIN, 'keystone-manage'), '--config-file',
                   conf]

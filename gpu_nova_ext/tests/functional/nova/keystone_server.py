@@ -42,6 +42,15 @@ key_repository = %(dir)s/fernet-keys
 [oslo_policy]
 enforce_scope = true
 enforce_new_defaults = true
+[identity]
+# bcrypt's fewest rounds, not its default 12: a quarter of a second of CPU
+# per login, and every CLI command and Nova's oslo.limit log in
+password_hash_rounds = 4
+# Keystone's own cache, in this one process (as devstack caches in
+# memcached): Nova's limit checks ask it for every boot
+[cache]
+enabled = true
+backend = dogpile.cache.memory
 """
 
 
