@@ -19,6 +19,7 @@ late; and the broker restarted under them.
 import json
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import sys
@@ -121,6 +122,12 @@ class Proc:
 class TestStateChannelProcesses(testtools.TestCase):
     """Three agents, two scheduler caches, one RabbitMQ."""
 
+    keep_logs = False
+
+    @classmethod
+    def _keep_logs(cls, exc_info) -> None:
+        cls.keep_logs = True
+
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
@@ -152,10 +159,15 @@ class TestStateChannelProcesses(testtools.TestCase):
             proc.send_quit()
         for proc in running:
             proc.quit()
+        # the processes' logs stay only for a failure (its message names
+        # the directory)
+        if not cls.keep_logs:
+            shutil.rmtree(cls.logdir, ignore_errors=True)
         super().tearDownClass()
 
     def setUp(self):
         super().setUp()
+        self.addOnException(self._keep_logs)
         support.require_broker(self)
         for proc in self.procs:
             if not proc.done:
