@@ -140,18 +140,22 @@ def venv() -> str:
             # libraries, stestr, paramiko, cryptography...); Tempest
             # itself is not in it
             _run(_pip(path, '-c', os.path.join(TOP, 'constraints.txt'),
-                      TEMPEST, *BUILD_PACKAGES, *EDITABLE,
-                      TOP + CHECKOUT_EXTRAS),
+                      TEMPEST, *BUILD_PACKAGES, '-e', TOP + CHECKOUT_EXTRAS),
                  'installing %s and %s%s' % (TEMPEST, TOP, CHECKOUT_EXTRAS))
-            _mark_checkout(path)
+            _install_checkout(path)
             open(os.path.join(path, '.complete'), 'w').close()
         elif _checkout_of(path) != TOP or not _plugin_installed(path):
             # another checkout's venv (same pins), or one whose plugin
             # metadata went: point it at this checkout
-            _run(_pip(path, '--no-deps', '--no-build-isolation', *EDITABLE,
-                      TOP), 'installing %s (editable)' % TOP)
-            _mark_checkout(path)
+            _install_checkout(path)
     return path
+
+
+def _install_checkout(venv_dir: str) -> None:
+    """This checkout into the venv, editable, with the venv's pbr."""
+    _run(_pip(venv_dir, '--no-deps', '--no-build-isolation', *EDITABLE,
+              TOP), 'installing %s (editable)' % TOP)
+    _mark_checkout(venv_dir)
 
 
 def _plugin_installed(venv_dir: str) -> bool:
