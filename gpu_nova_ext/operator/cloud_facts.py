@@ -66,7 +66,7 @@ class LimitFacts:
 
 @dataclasses.dataclass(kw_only=True, slots=True)
 class CloudFacts:
-    """What :func:`collect` read; :func:`build` needs nothing else."""
+    """What :func:`collect` read; ``snapshot.build`` needs nothing else."""
 
     providers: list[audit.ProviderView]
     #: root provider uuid -> resource class -> Placement inventory record

@@ -62,6 +62,7 @@ import yaml
 
 from gpu_nova_ext.operator import nova_conf
 from gpu_nova_ext_dev.cloud import hosts as cloud_hosts
+from gpu_nova_ext_dev.cloud import keystone_options
 
 TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
 DEFAULT_DIR = os.path.join(TOP, '.cloud')
@@ -464,14 +465,7 @@ class Starter:
                 'key_repository': os.path.join(data, 'fernet-receipts')},
             'credential': {
                 'key_repository': os.path.join(data, 'credential-keys')},
-            # a development cloud's passwords: bcrypt's fewest rounds, not
-            # its default 12 (a quarter of a second of CPU per login, and
-            # every service, agent and CLI command logs in); Keystone's
-            # own cache in its one gunicorn worker, as devstack caches it
-            # in memcached
-            'identity': {'password_hash_rounds': '4'},
-            'cache': {'enabled': 'true',
-                      'backend': 'dogpile.cache.memory'},
+            **keystone_options.DEV_OPTIONS,
         }))
         manage = [os.path.join(BIN, 'keystone-manage'), '--config-file',
                   conf]

@@ -31,6 +31,8 @@ import sys
 import threading
 from wsgiref import simple_server
 
+from gpu_nova_ext_dev.cloud import keystone_options
+
 PASSWORD = 'keystone-secret'
 REGION = 'RegionOne'
 
@@ -42,16 +44,9 @@ key_repository = %(dir)s/fernet-keys
 [oslo_policy]
 enforce_scope = true
 enforce_new_defaults = true
-[identity]
-# bcrypt's fewest rounds, not its default 12: a quarter of a second of CPU
-# per login, and every CLI command and Nova's oslo.limit log in
-password_hash_rounds = 4
-# Keystone's own cache, in this one process (as devstack caches in
-# memcached): Nova's limit checks ask it for every boot
-[cache]
-enabled = true
-backend = dogpile.cache.memory
-"""
+""" + ''.join('[%s]\n%s' % (section, ''.join(
+    '%s = %s\n' % opt for opt in opts.items()))
+    for section, opts in keystone_options.DEV_OPTIONS.items())
 
 
 class _Server(socketserver.ThreadingMixIn, simple_server.WSGIServer):
