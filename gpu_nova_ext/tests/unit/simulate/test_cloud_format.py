@@ -298,7 +298,12 @@ class TestCommandLine(testtools.TestCase):
             rc, out, err = self._cli(['simulate', '--plot', '/tmp/x.png'])
         self.assertEqual(2, rc)
         self.assertEqual('', out)
-        self.assertEqual(1, len(err.strip().splitlines()), err)
+        # the command fails before it loads a transport: a line of the
+        # RabbitMQ driver is another test's connection, still open in this
+        # worker, logging through the stderr this test holds
+        lines = [line for line in err.strip().splitlines()
+                 if 'oslo.messaging._drivers.impl_rabbit' not in line]
+        self.assertEqual(1, len(lines), err)
         self.assertIn('gpu-nova-ext[plot]', err)
 
     def test_bad_compare_is_one_line(self):
