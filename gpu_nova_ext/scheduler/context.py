@@ -124,22 +124,20 @@ def request_context(spec_obj: Any) -> RequestContext:
 
 def note_missing(ctx: RequestContext, host_state: Any) -> None:
     """Log a host without live GPU state, once per host per state_ttl."""
-    policy = CONF.gpu_scheduler.missing_state_policy
     if ctx.fail_missing:
-        ctx.cache.log_once(
-            std_logging.WARNING, host_state.host, 'missing',
-            'No live GPU state for host %(host)s (none received or older '
-            'than [gpu_scheduler] state_ttl=%(ttl)s s): this GPU request '
-            'does not land there (missing_state_policy=%(policy)s). Check '
-            'gpu-nova-agent on that host.', repeats=None, ttl=ctx.cache.ttl,
-            policy=policy)
+        level, effect = std_logging.WARNING, (
+            'this GPU request does not land there')
     else:
-        ctx.cache.log_once(
-            std_logging.INFO, host_state.host, 'missing',
-            'No live GPU state for host %(host)s: GPU requests without gpu: '
-            'constraints pass it and it weighs as average '
-            '(missing_state_policy=%(policy)s).', repeats=None,
-            policy=policy)
+        level, effect = std_logging.INFO, (
+            'GPU requests without gpu: constraints pass it and it weighs '
+            'as average')
+    ctx.cache.log_once(
+        level, host_state.host, 'missing',
+        'No live GPU state for host %(host)s (none received or older than '
+        '[gpu_scheduler] state_ttl=%(ttl)s s): %(effect)s '
+        '(missing_state_policy=%(policy)s). Check gpu-nova-agent on that '
+        'host.', repeats=None, ttl=ctx.cache.ttl, effect=effect,
+        policy=CONF.gpu_scheduler.missing_state_policy)
 
 
 def log_spec_errors(ctx: RequestContext, who: str, errors: tuple) -> None:

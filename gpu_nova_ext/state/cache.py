@@ -10,19 +10,9 @@ only way in: it validates each message against
 :mod:`gpu_nova_ext.state.schema` before anything is stored, and never
 raises.
 
-* Identity: a message updates only the host it names.  Facts that claim a
-  root provider, a nodename or a GPU provider held by another host with
-  live state are rejected with a warning naming both hosts.
-* Ordering: by the agent's sequence number alone (a facts message starts
-  the agent's sequence afresh: it comes first after an agent start).  An
-  older message changes nothing, its health included; a newer one wins.
-* Liveness: a host's state is live for ``[gpu_scheduler] state_ttl``
-  seconds of :attr:`clock` after it was received.
-* Metrics for facts the cache does not hold (another ``digest``) ask that
-  host for a resend (through :attr:`ask_resend`, at most once per host per
-  :data:`RESEND_INTERVAL`).
-* Bounds: at most :data:`_TABLE_LIMIT` hosts (hosts without live state
-  make room first); every per-host table is bounded by it.
+Its rules of identity, ordering, liveness, resends and bounds are the
+design doc's (State protocol); every per-host table is bounded by
+:data:`_TABLE_LIMIT`.
 """
 from collections.abc import Callable
 import logging as std_logging

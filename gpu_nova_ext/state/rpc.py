@@ -2,15 +2,10 @@
 
 """The GPU state channel: a versioned oslo.messaging RPC API.
 
-Agents fanout-cast ``update_gpu_state(ctxt, state=<message>)`` on
-``[agent] scheduler_topic`` (``gpu_nova_ext_scheduler``) every report
-interval and at once on a health change.  Every nova-scheduler process runs
-a :class:`SchedulerStateServer` that hands each message to its state cache
-(validation happens there).  A scheduler that starts fanout-casts
-``resend_gpu_state(ctxt)`` on ``[gpu_scheduler] agent_topic``
-(``gpu_nova_ext_agent``) and the agents answer with their facts at once,
-so a new scheduler has full state after one round trip.  The agent's side
-is :mod:`gpu_nova_ext.agent.state_client`; both servers are a
+Design doc: State protocol (topics, casts and resends).  Every
+nova-scheduler process runs a :class:`SchedulerStateServer` that hands
+each message to its state cache (validation happens there); the agent's
+side is :mod:`gpu_nova_ext.agent.state_client`; both servers are a
 :class:`gpu_nova_ext.messaging.RpcServer`.
 
 RPC API history:

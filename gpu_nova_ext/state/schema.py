@@ -3,19 +3,10 @@
 """The GPU state wire format, protocol 1.1 (design doc: State protocol).
 
 The schemas are data (``schemas.json`` beside this module), compiled by
-``jsonschema_rs`` (a Rust validator: a metrics message validates in a
-seventh of fastjsonschema's time, a facts message in an eighth).
-Protocol 1.1 has two messages:
-
-* ``facts``: everything about a host's GPUs but their health, use and
-  metrics, with a ``digest`` of that content; sent when it changes and
-  when a scheduler asks (``resend_gpu_state``);
-* ``metrics``: every interval, per GPU (in the order of the facts the
-  ``digest`` names) health, ``assigned`` and :data:`SCHEDULER_METRICS`.
-
-Protocol 1.0 (one payload with everything) is not read any more: every
-agent of this release sends 1.1.  :func:`problem` returns why a message
-is rejected (None when valid); nothing here raises for bad input.
+``jsonschema_rs``; the messages (``facts`` and ``metrics``), the
+validator's choice and the version history are the design doc's.
+:func:`problem` returns why a message is rejected (None when valid);
+nothing here raises for bad input.
 """
 import functools
 import importlib.resources

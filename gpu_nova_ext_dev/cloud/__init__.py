@@ -1,2 +1,2 @@
 # SPDX-License-Identifier: Apache-2.0
-
+"""The development cloud (tools/run cloud)."""

@@ -63,20 +63,6 @@ def _fragmentation_order(record, host_state, ctx, room):
     return ranks, tuple(ranks)
 
 
-def _multi_gpu(record, cand) -> bool:
-    """Whether a candidate draws from more than one GPU."""
-    get = record.by_provider.get
-    first = None
-    for rp in cand['allocations']:
-        gpu = get(rp)
-        if gpu is not None:
-            if first is None:
-                first = gpu.index
-            elif gpu.index != first:
-                return True
-    return False
-
-
 def _topology_sort(record, host_state, cands, ranks, room):
     """Sort multi-GPU candidates by topology (design doc: Topology).
 
@@ -157,7 +143,8 @@ def _put_first(ctx, record, host_state, cands, room, by_record) -> bool:
     mine = record.facts.reserved_providers(ctx.project_id)
     if mine:
         ranks, best = _owner_first(ranks, best, frozenset(mine))
-    if ctx.request.topology != 'any' and _multi_gpu(record, cands[0]):
+    if (ctx.request.topology != 'any'
+            and len(topology.candidate_gpus(record, cands[0])) > 1):
         _topology_sort(record, host_state, cands, ranks, room)
         return by_record
     for rp in best[:_PROBES]:
