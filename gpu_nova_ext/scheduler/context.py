@@ -26,6 +26,7 @@ gconf.register_nova_opts(CONF)
 
 NONE = gpu_request.NONE
 MAYBE = gpu_request.MAYBE
+GPU = gpu_request.GPU
 
 
 @dataclasses.dataclass(eq=False, slots=True, kw_only=True,
@@ -69,10 +70,9 @@ class RequestContext:
         """The live state record of a host, the same for the request."""
         key = host_state.uuid or host_state.nodename
         hosts = self.hosts
-        if key in hosts:
-            return hosts[key]
-        record = hosts[key] = self.cache.lookup(host_state, self.oldest)
-        return record
+        if key not in hosts:
+            hosts[key] = self.cache.lookup(host_state, self.oldest)
+        return hosts[key]
 
 
 _contexts: 'weakref.WeakKeyDictionary[Any, RequestContext]' = (

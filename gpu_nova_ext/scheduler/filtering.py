@@ -2,11 +2,9 @@
 
 """The base of the GPU host filters (design doc: Scheduler plugins).
 
-Nova calls a filter's ``filter_all`` once per request (and per instance
-of a multi-create request).  A GPU filter judges each GPU fact of its
-family once per request (the request's verdict memo): a host whose GPUs
-all pass is kept, one whose GPUs all fail is dropped, and one whose GPUs
-differ keeps the allocation candidates that draw from passing GPUs only.
+A GPU filter judges each GPU fact of its family once per request: it
+keeps a host whose GPUs all pass, drops one whose GPUs all fail, and
+prunes the candidates of one whose GPUs differ.
 """
 import dataclasses
 import threading
@@ -44,8 +42,7 @@ def check_candidate_limit(ctx: request_context.RequestContext,
                           host_states: list) -> bool:
     """Warn once per process when a GPU request's list hit Nova's limit.
 
-    Placement cuts it in an order that knows nothing of load.  A lower
-    bound: Nova's filters may have dropped hosts before ours.
+    Placement cuts it in an order that knows nothing of load.
     """
     global _limit_warned
     weights = CONF.gpu_weights
@@ -78,8 +75,7 @@ def removed_by(ctx: request_context.RequestContext, name: str, count: int,
                last: bool) -> None:
     """Count the hosts a GPU filter removed; INFO when none is left.
 
-    The line names how many hosts each GPU rule removed for the request
-    (Nova's own "Filtering removed all hosts" names the last filter only).
+    Per rule (Nova's own "Filtering removed all hosts" names the last).
     """
     ctx.removed[name] = ctx.removed.get(name, 0) + count
     if last:
@@ -174,30 +170,33 @@ class GpuFilter(filters.BaseHostFilter, filters.CandidateFilterMixin):
         for host_state in host_states:
             record = ctx.record(host_state)
             if record is None:
-                if maybe or self._missing(ctx, host_state, name):
-                    passed.append(host_state)
-                continue
-            if maybe and not any(rp in record.by_provider for c in
-                                 host_state.allocation_candidates
-                                 for rp in c['allocations']):
-                # draws no GPU we know
-                passed.append(host_state)
-                continue
-            verdict = self.verdict(record, constraint, memo)
-            if verdict is ALL_PASS:
-                passed.append(host_state)
-            elif verdict.passes:
-                if self.keep_candidates(host_state, [
-                        c for c in host_state.allocation_candidates
-                        if verdict.failing.isdisjoint(c['allocations'])],
-                        constraint, name):
-                    passed.append(host_state)
+                ok = maybe or self._missing(ctx, host_state, name)
+            elif maybe and not any(rp in record.by_provider for c in
+                                   host_state.allocation_candidates
+                                   for rp in c['allocations']):
+                ok = True       # draws no GPU we know
             else:
-                LOG.debug('%(filter)s: no GPU of host %(host)s meets '
-                          '%(what)s', {'filter': name,
-                                       'host': host_state.host,
-                                       'what': self.describe(constraint)})
+                ok = self.judge(host_state, record, ctx, constraint, name,
+                                memo)
+            if ok:
+                passed.append(host_state)
         return passed
+
+    def judge(self, host_state, record: records.HostRecord, ctx,
+              constraint: Any, name: str, memo: dict) -> bool:
+        """Whether a host with live state passes; may prune candidates."""
+        verdict = self.verdict(record, constraint, memo)
+        if verdict is ALL_PASS:
+            return True
+        if verdict.passes:
+            return self.keep_candidates(host_state, [
+                c for c in host_state.allocation_candidates
+                if verdict.failing.isdisjoint(c['allocations'])],
+                constraint, name)
+        LOG.debug('%(filter)s: no GPU of host %(host)s meets %(what)s',
+                  {'filter': name, 'host': host_state.host,
+                   'what': self.describe(constraint)})
+        return False
 
     def keep_candidates(self, host_state, keep: list, constraint: Any,
                         name: str) -> bool:

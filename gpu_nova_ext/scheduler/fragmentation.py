@@ -58,11 +58,8 @@ class _Sums:
                      rooms: tuple[int, int] | None = None) -> float:
         """The whole-GPU shapes' expected unusable units.
 
-        With ``whole`` whole GPUs free of ``total`` free units: all of it
-        for a shape asking more whole GPUs than there are, the partial
-        GPUs for others.  With ``rooms`` (the most whole free GPUs in one
-        link domain, the largest domain): all of it also for a shape
-        that one domain could hold but none now can (a broken domain).
+        ``whole`` whole GPUs free of ``total`` free units; ``rooms``: the
+        most whole free GPUs in one link domain, the largest domain's size.
         """
         above, units = self.whole_above, self.whole_units
         where = bisect.bisect_right
@@ -144,8 +141,8 @@ def domain_rooms(free: list[float], domains: tuple | None
                  ) -> tuple[dict[Any, int], int] | None:
     """(link domain -> its whole free GPUs, the largest domain's GPUs).
 
-    :param domains: per GPU its link domain (``HostFacts.link_domains``;
-        a GPU without one is a domain of its own); None: no links.
+    ``domains``: ``HostFacts.link_domains`` (a GPU without one is a domain
+    of its own); None: no links.
     """
     if domains is None:
         return None
@@ -163,17 +160,9 @@ def fragmentation(free: list[float], vcpus: float, ram_mb: float,
                   mix: Mix, domains: tuple | None = None) -> float:
     """A host's expected unusable free GPU units under ``mix``.
 
-    A shape its CPU or RAM cannot take finds all of them unusable; a
-    whole-GPU shape all when it asks more whole GPUs than are free, or
-    than one link domain has free where a domain could hold it (a broken
-    domain is lost to it), else the partly used ones; a vGPU shape the
-    GPUs with less free than its share; and of the rest what its vCPUs
-    and RAM cannot feed at the mix's.
-
-    :param free: free units per GPU (1 for a whole free GPU).
-    :param vcpus: free vCPUs of the host (allocation ratio applied);
-        ``ram_mb`` likewise.
-    :param domains: per GPU its link domain, or None (no links).
+    Design doc: Fragmentation-aware placement.  ``free``: free units per
+    GPU; ``vcpus`` and ``ram_mb``: the host's free (allocation ratios
+    applied); ``domains``: per GPU its link domain, or None (no links).
     """
     rooms = domain_rooms(free, domains)
     free = [f for f in free if f > 0]
@@ -200,13 +189,9 @@ def share_costs(free: list[float], vcpus: float, ram_mb: float, mix: Mix,
                 ) -> dict[int, float]:
     """GPU index -> how taking ``share`` there fragments the host.
 
-    The change of the host's fragmentation up to a term and a factor the
-    same for every GPU: only the chosen GPU changes, so a whole-GPU shape
-    sees whether it was whole (and its link domain then one whole GPU
-    short), a vGPU shape whether it falls below its share.
-
-    :param vcpus: free vCPUs after the request; ``ram_mb`` likewise.
-    :param domains: per GPU its link domain, or None (no links).
+    :func:`fragmentation`'s change up to a term and a factor the same for
+    every GPU (only the chosen GPU changes); ``vcpus`` and ``ram_mb``: the
+    host's free after the request.
     """
     rooms = domain_rooms(free, domains)
     total = sum(f for f in free if f > 0) - share

@@ -13,8 +13,8 @@ doc: Flavor extra specs).
 """
 from collections.abc import Callable, Mapping
 import dataclasses
+import functools
 import re
-import threading
 from typing import Any
 
 from oslo_log import log as logging
@@ -51,8 +51,7 @@ MODES = tuple(dict(MODE_VALUES))
 HEALTH_POLICIES = tuple(dict(HEALTH_VALUES))
 # highest accepted health rank per policy
 HEALTH_MAX_RANK = {name: rank for rank, name in enumerate(HEALTH_POLICIES)}
-# defined with [gpu_scheduler] intra_host_policy, which state and conf
-# read too (they may not import the scheduler)
+# [gpu_scheduler] intra_host_policy's (state and conf import no scheduler)
 POLICIES = scheduler_conf.POLICIES
 
 GPU_RESOURCE_CLASSES = frozenset(['VGPU', 'PGPU', 'VGPU_DISPLAY_HEAD'])
@@ -221,10 +220,6 @@ class GpuRequest:
     # asks something of the GPU itself (see CONSTRAINT_FIELDS)
     constrained: bool = False
 
-    @property
-    def is_gpu(self) -> bool:
-        return self.kind == GPU
-
     def errors_for(self, filter_name: str) -> tuple[SpecError, ...]:
         return tuple(e for e in self.errors if e.filter_name == filter_name)
 
@@ -241,11 +236,9 @@ def _classify_rc(rc: str) -> int:
 
 
 def _classify_pci_spec(spec: Mapping[str, Any]) -> int:
-    rc = (spec.get('resource_class') or '').upper()
-    if rc:
-        kind = _classify_rc(rc)
-        if kind:
-            return kind
+    kind = _classify_rc((spec.get('resource_class') or '').upper())
+    if kind:
+        return kind
     vendor = (spec.get('vendor_id') or '').lower()
     if vendor in GPU_VENDOR_IDS:
         return GPU
@@ -259,11 +252,9 @@ def parse_extra_specs(extra_specs: Mapping[str, str],
                       resource_classes: list[str] = ()) -> GpuRequest:
     """Pure parser: flavor extra specs (+ PCI and port requests) -> request.
 
-    :param extra_specs: the flavor's extra specs.
-    :param pci_specs: specs of the request's PCI requests (each a dict with
-        ``vendor_id``, ``product_id``, ``resource_class``...).
-    :param resource_classes: resource classes of request groups that do not
-        come from the flavor (ports, accelerators).
+    ``pci_specs``: the specs of the request's PCI requests (``vendor_id``,
+    ``resource_class``...); ``resource_classes``: those of the request
+    groups that do not come from the flavor (ports, accelerators).
     """
     kind = NONE
     fields: dict[str, Any] = {}
@@ -316,33 +307,30 @@ def parse_extra_specs(extra_specs: Mapping[str, str],
 
 # -- RequestSpec -> GpuRequest ------------------------------------------
 
-_alias_lock = threading.Lock()
-_alias_memo: dict[tuple, dict] = {}
+@functools.lru_cache(maxsize=1)
+def _aliases(conf_aliases: tuple[str, ...]) -> dict:
+    """nova.conf ``[pci] alias`` parsed by Nova, once per distinct value."""
+    from nova.pci import request as pci_request
+
+    # Nova memoizes its parse for the life of the process, across a
+    # reload or another test's value
+    cache_clear = getattr(pci_request.get_alias_from_config,
+                          'cache_clear', None)
+    if cache_clear is not None:
+        cache_clear()
+    try:
+        return pci_request.get_alias_from_config()
+    except Exception as exc:
+        LOG.warning('Cannot read nova.conf [pci] alias (%s): PCI alias '
+                    'requests count as possible GPU requests.', exc)
+        return {}
 
 
 def _alias_specs(alias_value: str) -> list[dict]:
     """Specs of ``pci_passthrough:alias`` from nova.conf ``[pci] alias``."""
     import nova.conf
-    from nova.pci import request as pci_request
 
-    conf_aliases = tuple(nova.conf.CONF.pci.alias)
-    aliases = _alias_memo.get(conf_aliases)
-    if aliases is None:
-        # Nova memoizes the parsed aliases for the life of the process
-        # (a reload, another test): parse once per distinct value.
-        cache_clear = getattr(pci_request.get_alias_from_config,
-                              'cache_clear', None)
-        if cache_clear is not None:
-            cache_clear()
-        try:
-            aliases = pci_request.get_alias_from_config()
-        except Exception as exc:
-            LOG.warning('Cannot read nova.conf [pci] alias (%s): PCI alias '
-                        'requests count as possible GPU requests.', exc)
-            aliases = {}
-        with _alias_lock:
-            _alias_memo.clear()
-            _alias_memo[conf_aliases] = aliases
+    aliases = _aliases(tuple(nova.conf.CONF.pci.alias))
     specs = []
     for item in alias_value.split(','):
         name = item.split(':', 1)[0].strip()

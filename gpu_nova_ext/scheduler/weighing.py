@@ -2,9 +2,7 @@
 
 """The base of the GPU host weighers (design doc: Scheduler plugins).
 
-Nova normalizes each weigher's raw values to [0, 1] and multiplies them by
-``weight_multiplier``: ``get_weight_multiplier``, as for Nova's weighers.
-A host whose value is unknown (no live state) weighs as the known mean.
+A raw value per host; an unknown one (no live state) weighs as the mean.
 """
 import dataclasses
 from typing import Any
@@ -113,7 +111,7 @@ class GpuWeigher(weights.BaseHostWeigher):
     def applies(self, ctx: request_context.RequestContext) -> bool:
         if self.FOR_GPU_REQUESTS:
             return ctx.request.kind != request_context.NONE
-        return not ctx.request.is_gpu
+        return ctx.request.kind != request_context.GPU
 
     def weigh_objects(self, weighed_obj_list, weight_properties):
         ctx = request_context.request_context(weight_properties)

@@ -2,17 +2,12 @@
 
 """The scheduler-side GPU state cache (design doc: State protocol).
 
-One :class:`GpuStateCache` per nova-scheduler process keeps, per host, the
-facts it last received (:class:`~gpu_nova_ext.state.records.HostFacts`)
-and the record of its latest metrics
-(:class:`~gpu_nova_ext.state.records.HostRecord`).  :meth:`update` is the
-only way in: it validates each message against
-:mod:`gpu_nova_ext.state.schema` before anything is stored, and never
-raises.
-
-Its rules of identity, ordering, liveness, resends and bounds are the
-design doc's (State protocol); every per-host table is bounded by
-:data:`_TABLE_LIMIT`.
+One :class:`GpuStateCache` per nova-scheduler process keeps per host the
+facts it last received and the record of its latest metrics
+(:mod:`gpu_nova_ext.state.records`).  ``update`` is the only way in: it
+validates each message before anything is stored, and never raises.  The
+rules of identity, ordering, liveness, resends and bounds are the design
+doc's; every per-host table is bounded by :data:`_TABLE_LIMIT`.
 """
 from collections.abc import Callable
 import logging as std_logging
@@ -32,7 +27,6 @@ LOG = logging.getLogger(__name__)
 
 # re-exported for the plugins
 HostRecord = records.HostRecord
-FAMILIES = records.FAMILIES
 
 RESEND_INTERVAL = 10.0
 # bound of the per-host tables a hostile sender could grow with made-up
@@ -42,19 +36,11 @@ _DEFAULT_TTL = 120.0
 _DEFAULT_MAX_GPUS = 64
 
 
-def _conflict(owner: str, what: str) -> str:
-    return ('it claims %s, which host %s holds with live state; check '
-            '[DEFAULT] host and the Placement providers of both agents'
-            % (what, owner))
-
-
 class GpuStateCache:
     """Newest valid GPU state per host.
 
-    :param conf: a ConfigOpts with ``[gpu_scheduler]`` (None: option
-        defaults until :meth:`configure` or :meth:`start`).
-    :param clock: seconds, monotonic: receive times and TTL (the
-        simulator injects a simulated clock).
+    ``conf``: ``[gpu_scheduler]`` (None: the defaults until
+    :meth:`configure`); ``clock``: monotonic seconds (the simulator's).
     """
 
     def __init__(self, conf: cfg.ConfigOpts | None = None,
@@ -80,8 +66,6 @@ class GpuStateCache:
         self.ask_resend: Callable[[str], None] = self.listener.ask_resend
         if conf is not None:
             self.configure(conf)
-
-    # -- configuration and the listener (rpc.StateListener) -----------
 
     def configure(self, conf: cfg.ConfigOpts) -> None:
         """Read ``[gpu_scheduler]`` options from ``conf``."""
@@ -110,8 +94,6 @@ class GpuStateCache:
             self.configure(conf)
         return self.listener.ensure_started(conf)
 
-    # -- ingestion -----------------------------------------------------
-
     def update(self, message: Any) -> bool:
         """Validate and ingest one message; False when not stored.
 
@@ -123,10 +105,8 @@ class GpuStateCache:
         except Exception as exc:    # a bug must not stop ingestion
             reason = 'cannot be ingested: %r' % (exc,)
         if reason is True:
-            # one line per stored message (DEBUG): which process of a
-            # forked nova-scheduler holds which host's state, and since when
-            # (on the ingestion hot path: nothing is computed unless
-            # DEBUG is on)
+            # which worker of a forked nova-scheduler holds which host's
+            # state since when; a hot path: nothing computed without DEBUG
             if LOG.isEnabledFor(std_logging.DEBUG):
                 LOG.debug('GPU state of %s stored', schema.host_of(message))
             self.listener.arrived()
@@ -199,10 +179,7 @@ class GpuStateCache:
         return seen is not None and seen >= now - self.ttl
 
     def _bind(self, facts: records.HostFacts, now: float) -> str | None:
-        """Hold ``facts`` as its host's, unless another host owns a name.
-
-        Called with the lock held.  Returns why not.
-        """
+        """Hold ``facts`` unless another host owns a name; why not (locked)."""
         host = facts.host
         if host not in self._facts and len(self._facts) >= _TABLE_LIMIT:
             for old in [h for h in self._facts if not self._live(h, now)]:
@@ -210,34 +187,31 @@ class GpuStateCache:
             if len(self._facts) >= _TABLE_LIMIT:
                 return ('%d hosts with live state, the most this cache '
                         'holds' % _TABLE_LIMIT)
-        for name in facts.names():
-            owner = self._index.get(name)
-            if owner is not None and owner != host and self._live(owner,
-                                                                  now):
-                return _conflict(owner, 'name %s' % name)
-        for rp in facts.by_provider:
-            owner = self._providers.get(rp)
-            if owner is not None and owner != host and self._live(owner,
-                                                                  now):
-                return _conflict(owner, 'GPU provider %s' % rp)
+        owned = self._owned(facts)
+        for table, keys, what in owned:
+            for key in keys:
+                owner = table.get(key)
+                if owner not in (None, host) and self._live(owner, now):
+                    return ('it claims %s %s, which host %s holds with live '
+                            'state; check [DEFAULT] host and the Placement '
+                            'providers of both agents' % (what, key, owner))
         self._forget_names(host)
-        for name in facts.names():
-            self._index[name] = host
-        for rp in facts.by_provider:
-            self._providers[rp] = host
+        for table, keys, _ in owned:
+            table.update(dict.fromkeys(keys, host))
         self._facts[host] = facts
         return None
 
+    def _owned(self, facts: records.HostFacts) -> tuple:
+        """(table, the keys ``facts`` own in it, what they are)."""
+        return ((self._index, facts.names(), 'name'),
+                (self._providers, tuple(facts.by_provider), 'GPU provider'))
+
     def _forget_names(self, host: str) -> None:
         old = self._facts.get(host)
-        if old is None:
-            return
-        for name in old.names():
-            if self._index.get(name) == host:
-                del self._index[name]
-        for rp in old.by_provider:
-            if self._providers.get(rp) == host:
-                del self._providers[rp]
+        for table, keys, _ in self._owned(old) if old is not None else ():
+            for key in keys:
+                if table.get(key) == host:
+                    del table[key]
 
     def _resend(self, host: str, now: float) -> None:
         asked = self._asked.get(host)
@@ -258,7 +232,7 @@ class GpuStateCache:
                  repeats: int | None = std_logging.DEBUG, **kw) -> None:
         """Log at ``level`` once per host and kind per ``state_ttl``.
 
-        :param repeats: the level of the repeats (None: not logged).
+        The repeats at level ``repeats`` (None: not logged).
         """
         now = self.clock()
         last = self._logged.get((host, what))
@@ -282,26 +256,19 @@ class GpuStateCache:
                       self._pending):
             table.pop(host, None)
 
-    # -- lookups -------------------------------------------------------
-
-    def oldest_live(self, now: float | None = None) -> float:
+    def oldest_live(self) -> float:
         """Receive time before which state counts as missing."""
-        return (self.clock() if now is None else now) - self.ttl
+        return self.clock() - self.ttl
 
-    def host_record(self, name: str,
-                    now: float | None = None) -> records.HostRecord | None:
+    def host_record(self, name: str) -> records.HostRecord | None:
         """Live record by host, nodename or root provider UUID."""
-        return self._live_record(self._index.get(name),
-                                 self.oldest_live(now))
+        return self._live_record(self._index.get(name), self.oldest_live())
 
     def lookup(self, host_state: Any,
                oldest: float) -> records.HostRecord | None:
-        """Live record of a Nova HostState.
+        """Live record of a HostState: by node UUID, nodename, then host.
 
-        Looked up by compute node UUID (the root provider), then nodename,
-        then host.
-
-        :param oldest: :meth:`oldest_live`, computed once per request.
+        ``oldest``: :meth:`oldest_live`, computed once per request.
         """
         index = self._index
         return self._live_record(
@@ -316,11 +283,7 @@ class GpuStateCache:
         return record
 
     def get(self, host: str) -> dict[str, Any] | None:
-        """Live state of a host (or nodename, root provider), for tools.
-
-        The facts message's identity and GPUs, each GPU with its entry of
-        the latest metrics message (health, assigned, metrics).
-        """
+        """Live state of a host (or nodename, root provider), for tools."""
         record = self.host_record(host)
         if record is None:
             return None
@@ -337,11 +300,6 @@ class GpuStateCache:
         oldest = self.oldest_live()
         return sorted(h for h, r in list(self._records.items())
                       if r.received_at >= oldest)
-
-    def known_hosts(self) -> dict[str, float]:
-        """Every host ever heard of -> seconds since it was last heard."""
-        now = self.clock()
-        return {h: now - seen for h, seen in list(self._seen.items())}
 
 
 _CACHE: GpuStateCache | None = None

@@ -2,17 +2,9 @@
 
 """What the scheduler plugins read of a host's GPU state.
 
-Design doc: State protocol.  Built from validated messages only
-(:mod:`gpu_nova_ext.state.schema`):
-
-* :class:`GpuFacts`, one per GPU, and :class:`HostFacts`, one per facts
-  message: normalized model, effective memory, parsed versions,
-  capacity, the GPUs grouped by the fact each filter judges.  A GPU
-  whose facts did not change keeps its GpuFacts.
-* :class:`HostRecord`, one per metrics message: refers to its HostFacts
-  and adds health, use and the metrics-derived headrooms.
-
-All are built with keyword arguments and read-only once built.
+Design doc: State protocol.  Built from validated messages only, and
+read-only once built: a :class:`HostFacts` (its :class:`GpuFacts`) per
+facts message, a :class:`HostRecord` per metrics message.
 """
 import dataclasses
 import functools
@@ -23,8 +15,7 @@ from gpu_nova_ext.state import schema
 
 VGPU_MODES = frozenset([naming.MODE_VGPU, naming.MODE_VGPU_VFIO,
                         naming.MODE_MIG_VGPU])
-# Thermal headroom base when NVML did not report the slowdown threshold
-# (typical of current data-centre GPUs).
+# the thermal headroom's base where NVML tells no slowdown threshold
 DEFAULT_SLOWDOWN_C = 90.0
 
 # Filter families: the GPU fact a filter judges.  A host's GPUs grouped by
@@ -35,8 +26,6 @@ FAMILY_CAPABILITY = 'capability'
 FAMILY_HEALTH = 'health'
 # the project a GPU is reserved for (None: not reserved)
 FAMILY_RESERVATION = 'reservation'
-FAMILIES = (FAMILY_MODEL, FAMILY_MEMORY, FAMILY_CAPABILITY, FAMILY_HEALTH,
-            FAMILY_RESERVATION)
 _FACT_FAMILIES = (FAMILY_MODEL, FAMILY_MEMORY, FAMILY_CAPABILITY,
                   FAMILY_RESERVATION)
 
@@ -111,17 +100,13 @@ def gpu_facts(index: int, gpu: dict) -> GpuFacts:
     mode = gpu.get('mode')
     entry = _offered_entry(gpu)
     offered = gpu.get('offered_vgpu_type')
+    # the offered type's ids and names; none offered: every type's
+    named = ([entry] if entry is not None else [] if offered
+             else gpu.get('vgpu_types') or [])
+    keys = frozenset(k for k in [offered] + [
+        t.get(f) for t in named for f in ('id', 'name')] if k)
     if mode == naming.MODE_PASSTHROUGH:
         keys = frozenset()          # a whole GPU offers no vGPU type
-    elif entry is not None:
-        keys = frozenset(k for k in (entry.get('id'), entry.get('name'),
-                                     offered) if k)
-    elif offered:
-        keys = frozenset([offered])
-    else:
-        keys = frozenset({t.get('id') for t in gpu.get('vgpu_types') or ()}
-                         | {t.get('name') for t in gpu.get('vgpu_types')
-                            or ()}) - {None, ''}
     capacity, per_instance, whole = 1.0, 1.0, True
     if mode in VGPU_MODES and entry is not None:
         available = entry.get('available') or 0
@@ -192,12 +177,21 @@ class HostFacts:
         return tuple(n for n in (self.root_provider_uuid, self.nodename,
                                  self.host) if n)
 
+    def ranked(self, key) -> tuple[dict[str, float], tuple[str, ...]]:
+        """(provider -> rank, providers best first) of GPUs by ``key``."""
+        ordered = sorted(self.gpus, key=key)
+        ranks = {rp: rank for rank, gpu in enumerate(ordered)
+                 for rp in gpu.provider_uuids}
+        best = tuple(ranks)
+        if self.root_provider_uuid:     # ranks last
+            ranks[self.root_provider_uuid] = ORDER_LAST
+        return ranks, best
+
 
 def host_facts(message: dict, held: HostFacts | None = None) -> HostFacts:
     """HostFacts of a validated facts message.
 
-    :param held: the host's previous facts: their GpuFacts serve again
-        for the GPUs that did not change.
+    ``held``: the host's previous facts, whose unchanged GpuFacts serve.
     """
     old = held.gpus if held is not None else ()
     records = tuple(old[i] if i < len(old) and old[i].source == g
@@ -272,12 +266,11 @@ class HostRecord:
 
     def order(self, policy: str, free: list[float] | None = None
               ) -> tuple[dict[str, float], tuple[str, ...]]:
-        """(provider -> rank, providers best GPU first) for a policy.
+        """:meth:`HostFacts.ranked` by health, then a policy's order.
 
-        Healthy GPUs before degraded ones, those before unhealthy ones;
-        the root provider ranks last.  KeyError for an unknown policy.
-        ``free``: the free units per GPU to order by instead of the
-        record's (a multi-create's earlier servers taken off; not kept).
+        KeyError for an unknown policy.  ``free``: the free units per GPU
+        to order by instead of the record's (a multi-create's earlier
+        servers taken off; not kept).
         """
         if free is not None:
             return self._order(policy, free)
@@ -300,17 +293,10 @@ class HostRecord:
         else:
             raise KeyError(policy)
         health = self.health_rank
-        ordered = sorted(self.facts.gpus, key=lambda g: (
+        return self.facts.ranked(lambda g: (
             health[g.index],
             ORDER_LAST if first[g.index] is None else first[g.index],
             g.pci_address))
-        ranks = {rp: rank for rank, gpu in enumerate(ordered)
-                 for rp in gpu.provider_uuids}
-        best = tuple(ranks)
-        root = self.facts.root_provider_uuid
-        if root:
-            ranks[root] = ORDER_LAST
-        return ranks, best
 
 
 def _headrooms(values: dict | None) -> tuple:
@@ -335,19 +321,16 @@ def _headrooms(values: dict | None) -> tuple:
 
 def host_record(facts: HostFacts, dynamic: list, *, generated_at: float,
                 received_at: float, seq: int) -> HostRecord:
-    """The HostRecord of a validated metrics message's GPUs.
-
-    :param dynamic: per GPU of ``facts`` (same order), a dict with
-        ``health``, optionally ``assigned`` and ``metrics``.
-    """
+    """The HostRecord of a validated metrics message's ``gpus``."""
     ranks, free, utils, temps, powers = [], [], [], [], []
-    passthrough = []
+    passthrough, health_groups = [], {}
     for gpu, state in zip(facts.gpus, dynamic):
         rank = schema.HEALTH_RANK[state['health']['state']]
+        health_groups.setdefault(rank, []).extend(gpu.provider_uuids)
         assigned = state.get('assigned')
         units = gpu.capacity
         if rank == 2 or (assigned and gpu.whole):
-            units = 0.0
+            units = 0.0     # an unhealthy GPU has nothing free
         elif (assigned is None and gpu.mode == naming.MODE_PASSTHROUGH
                 and gpu.provider_uuids):
             passthrough.append(gpu)
@@ -357,16 +340,12 @@ def host_record(facts: HostFacts, dynamic: list, *, generated_at: float,
         utils.append(util)
         temps.append(temp)
         powers.append(watts)
-    health_groups: dict[int, list[str]] = {}
-    for gpu, rank in zip(facts.gpus, ranks):
-        health_groups.setdefault(rank, []).extend(gpu.provider_uuids)
     return HostRecord(
         facts=facts, generated_at=float(generated_at),
         received_at=received_at, seq=seq, dynamic=tuple(dynamic),
         health_rank=tuple(ranks), free=tuple(free),
         utilization=tuple(utils), thermal_headroom=tuple(temps),
         power_headroom=tuple(powers),
-        # an unhealthy GPU has nothing free
         free_units=sum(free), idle_gpus=sum(1 for f in free if f >= 1.0),
         passthrough_unknown=tuple(passthrough),
         health_groups={rank: tuple(rps)

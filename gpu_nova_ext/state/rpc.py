@@ -2,20 +2,14 @@
 
 """The GPU state channel: a versioned oslo.messaging RPC API.
 
-Design doc: State protocol (topics, casts and resends).  Every
-nova-scheduler process runs a :class:`SchedulerStateServer` that hands
-each message to its state cache (validation happens there); the agent's
-side is :mod:`gpu_nova_ext.agent.state_client`; both servers are a
-:class:`gpu_nova_ext.messaging.RpcServer`.
+Design doc: State protocol.  Every nova-scheduler process runs a
+:class:`SchedulerStateServer` (a :class:`gpu_nova_ext.messaging.RpcServer`)
+that hands each message to its state cache; the agent's side is
+:mod:`gpu_nova_ext.agent.state_client`.
 
-RPC API history:
-
-* 1.0: ``update_gpu_state(state)`` on the scheduler topic,
-  ``resend_gpu_state()`` on the agent topic.
-* 1.1: ``resend_gpu_state(host=None)``: only the agent of ``host``
-  answers (a scheduler got metrics for facts it does not hold); ``state``
-  is a protocol 1.1 facts or metrics message (the only ones read since
-  protocol 1.0 payloads went).
+RPC API history: 1.0 ``update_gpu_state(state)`` on the scheduler topic,
+``resend_gpu_state()`` on the agent topic; 1.1 ``resend_gpu_state(host)``
+(only that host's agent answers), ``state`` a protocol 1.1 message.
 """
 import atexit
 import os
@@ -46,22 +40,16 @@ class SchedulerStateEndpoint:
 
     def update_gpu_state(self, ctxt: dict, state: Any = None,
                          **kwargs: Any) -> None:
-        # Extra keyword arguments (a later 1.x agent) are ignored; the
-        # cache validates ``state`` and logs a rejection itself.
-        try:
-            self._cache.update(state)
-        except Exception:
-            LOG.exception('GPU state cache failed to ingest a payload')
+        # a later 1.x agent's extra arguments are ignored; the cache
+        # validates ``state``, logs a rejection and never raises
+        self._cache.update(state)
 
 
 class SchedulerStateServer(bus.RpcServer):
     """Receives agents' GPU state inside one nova-scheduler process.
 
-    :param conf: a ConfigOpts with ``[gpu_scheduler]`` registered
-        (``gpu_nova_ext.conf.register_nova_opts`` is applied here) and
-        oslo.messaging's ``transport_url`` (Nova's CONF in nova-scheduler).
-    :param cache: the object whose ``update(payload) -> bool`` validates
-        and ingests a payload (``GpuStateCache``).
+    ``conf``: Nova's CONF in nova-scheduler (``transport_url``, our
+    ``[gpu_scheduler]``); ``cache``: a ``GpuStateCache``.
     """
 
     def __init__(self, conf: cfg.ConfigOpts, cache: Any) -> None:
@@ -75,10 +63,8 @@ class SchedulerStateServer(bus.RpcServer):
     def start(self, wait: float = bus.START_WAIT) -> None:
         """Listen on the state topic, then ask every agent to resend.
 
-        Normally returns once the fanout queue is bound and the request
-        sent, so no answer is missed.  With the message bus unreachable it
-        returns after ``wait`` seconds and does both once the bus is back.
-        Idempotent while running.
+        Returns once the queues are bound, which the request follows (no
+        answer is missed); with the bus unreachable, after ``wait`` s.
         """
         self._start(wait, self._ask_resend)
 
@@ -101,14 +87,11 @@ class SchedulerStateServer(bus.RpcServer):
 class StateListener:
     """The :class:`SchedulerStateServer` of one cache in one process.
 
-    Started by the first GPU filter or weigher that runs in a
-    nova-scheduler process (``[gpu_scheduler] state_listener``), or by
-    :meth:`start` (tools, the simulator); stopped by :meth:`stop`, at
-    process exit, and (when a plugin started it) once every GPU filter and
-    weigher instance is garbage-collected: no thread is left behind.  A
-    fork's child starts its own.  The first request after the start may
-    wait for the agents' answers to the start's ``resend_gpu_state``
-    (:meth:`wait`).
+    Started by the first GPU plugin that runs in a process
+    (``[gpu_scheduler] state_listener``) or by :meth:`start` (tools, the
+    simulator); a fork's child starts its own.  Stopped by :meth:`stop`,
+    at exit, and, when a plugin started it, once every plugin instance is
+    garbage-collected: no thread is left behind.
     """
 
     def __init__(self, sink) -> None:
@@ -152,7 +135,7 @@ class StateListener:
     def ensure_started(self, conf) -> bool:
         """Start once per process when ``state_listener``; never raises.
 
-        :returns: True when this call started it.
+        True when this call started it.
         """
         pid = os.getpid()
         if self.running or not conf.gpu_scheduler.state_listener:
@@ -172,10 +155,7 @@ class StateListener:
         return True
 
     def attach(self, owner) -> None:
-        """Count ``owner`` (a plugin instance) as a user of the server.
-
-        When every owner is garbage-collected, the server stops.
-        """
+        """Count ``owner`` (a plugin instance) as a user of the server."""
         with self._lock:
             self._owners += 1
         weakref.finalize(owner, self._detach)

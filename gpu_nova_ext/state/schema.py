@@ -39,11 +39,7 @@ POWER_PROFILE_PATTERN = '^(%s|%s)$' % ('|'.join(POWER_PROFILES),
 
 
 def _inline(node: Any) -> Any:
-    """``node`` with its ``$ref``s replaced by what they name.
-
-    Inlined, a message validates in about half the time a ``$ref``
-    costs.
-    """
+    """``node`` with its ``$ref``s inlined (validated in half the time)."""
     if isinstance(node, list):
         return [_inline(item) for item in node]
     if not isinstance(node, dict):
@@ -93,9 +89,9 @@ def _reason(error: jsonschema_rs.ValidationError) -> str:
 
 
 def problem(message: Any, max_gpus: int) -> str | None:
-    """Why ``message`` is not a valid state message; None when it is.
+    """Why ``message`` is no valid state message (None: it is one).
 
-    :param max_gpus: ``[gpu_scheduler] max_gpus_per_host``.
+    ``max_gpus``: ``[gpu_scheduler] max_gpus_per_host``.
     """
     kind = kind_of(message)
     if kind is None:

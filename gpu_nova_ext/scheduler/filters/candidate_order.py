@@ -35,10 +35,7 @@ def _owner_first(ranks, best, mine):
 def _fragmentation_order(record, host_state, ctx, room):
     """(provider -> rank, providers best first) for ``fragmentation``.
 
-    Whole GPUs fragment a host the same whichever it takes: ``pack``.  A
-    vGPU ranks each GPU by the host's fragmentation after taking its share
-    there (design doc: Fragmentation-aware placement), then as ``pack``.
-    ``room``: free units per GPU less the request's own (:func:`_room`).
+    Design doc: Fragmentation-aware placement; ``room``: :func:`_room`'s.
     """
     claim = weighing.claim(record, host_state)
     if len(claim.gpus) != 1:
@@ -55,21 +52,16 @@ def _fragmentation_order(record, host_state, ctx, room):
         record.facts.link_domains).get
     health, least = record.health_rank, room or record.free
     # then as pack (records.HostRecord.order): least free, PCI address
-    order = sorted(record.gpus, key=lambda g: (
+    return record.facts.ranked(lambda g: (
         health[g.index], cost(g.index, _LAST), least[g.index],
         g.pci_address))
-    ranks = {rp: rank for rank, gpu in enumerate(order)
-             for rp in gpu.provider_uuids}
-    return ranks, tuple(ranks)
 
 
 def _topology_sort(record, host_state, cands, ranks, room):
     """Sort multi-GPU candidates by topology (design doc: Topology).
 
-    Healthiest GPUs, best connected, then the tightest fit, then the
-    policy's order.  The tightest fit: the least free capacity in the
-    islands (link domains, else PCIe switches) the candidate takes from,
-    so that a half-used island is used up before a whole one is broken.
+    Healthiest GPUs, best connected, the least free capacity left in the
+    islands they take from, then the policy's order.
     """
     free = room or fragmentation.gpu_free(record, host_state)
     left: dict = {}
@@ -95,12 +87,9 @@ def _topology_sort(record, host_state, cands, ranks, room):
 def _room(ctx, record, host_state, cands):
     """Free units per GPU less what the request's own servers took there.
 
-    For a multi-create Nova claims a host's first candidate for each
-    server, among the candidates Placement gave at the request's start
-    (``SchedulerManager._schedule``, Nova 34), and counts a server it put
-    on the host in ``HostState.num_instances``.  The candidates that no
-    longer fit go, so that Nova does not claim a full GPU again (a 409
-    that fails the whole request).  None: none of them landed here.
+    A multi-create (design doc: Scheduler plugins; Nova 34's
+    ``SchedulerManager._schedule``): the candidates that no longer fit
+    go.  None: none of the request's servers landed here.
     """
     seen = ctx.placed.get(host_state.uuid or host_state.nodename)
     if seen is None:
@@ -160,14 +149,10 @@ def _put_first(ctx, record, host_state, cands, room, by_record) -> bool:
 class GpuCandidateOrderFilter(filtering.GpuFilter):
     """Put the candidate of each host's preferred GPU first.
 
-    Rejects no host.  Nova claims a host's first allocation candidate:
-    this moves to the front the first candidate that uses the GPU the
-    intra-host policy prefers (``request.POLICIES``), healthy GPUs first,
-    the GPUs reserved for the request's project before all.  The first
-    GPU or two are looked for; else every candidate is ranked.  A
-    multi-GPU server's candidates are ranked by topology first, unless
-    ``gpu:topology=any``.  In a multi-create the policy counts what the
-    request's earlier servers took (:func:`_room`).
+    Rejects no host (design doc: Scheduler plugins, Topology).  The
+    request's project's reserved GPUs first, then the intra-host policy's
+    order; the first GPU or two are looked for, else every candidate is
+    ranked.
     """
 
     HARD = False

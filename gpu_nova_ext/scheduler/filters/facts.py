@@ -25,8 +25,7 @@ class GpuModelFilter(filtering.GpuFilter):
     FAMILY = records.FAMILY_MODEL
 
     def constraint(self, req):
-        # the request itself (request.GpuRequest): models, vendor, mode
-        # and vgpu_types
+        # the GpuRequest itself: models, vendor, mode and vgpu_types
         return req if (req.models or req.vendor or req.mode
                        or req.vgpu_types) else None
 

@@ -2,11 +2,8 @@
 
 """GpuTopologyFilter, and how well a server's GPUs are connected.
 
-Design doc: Topology.  An allocation candidate's GPUs are the distinct
-GPUs of the providers it draws from (several VFs or mdevs of one GPU are
-one GPU).  A multi-GPU candidate is as well connected as the few link
-domains, PCIe switches and NUMA nodes its GPUs span; ``gpu:topology``
-``nvlink``, ``switch`` or ``numa`` requires one of each.
+Design doc: Topology.  A candidate is as well connected as the few link
+domains, PCIe switches and NUMA nodes its distinct GPUs span.
 """
 import logging as std_logging
 
@@ -19,13 +16,8 @@ _SCOPES = {'nvlink': 'NVLink domain', 'switch': 'PCIe switch',
 
 def candidate_gpus(record, cand) -> list:
     """The distinct GpuFacts an allocation candidate draws from."""
-    get = record.by_provider.get
-    out = {}
-    for rp in cand['allocations']:
-        gpu = get(rp)
-        if gpu is not None:
-            out[gpu.index] = gpu
-    return list(out.values())
+    gpus = map(record.by_provider.get, cand['allocations'])
+    return list({g.index: g for g in gpus if g is not None}.values())
 
 
 def _span(gpus, field: str) -> int:
@@ -62,10 +54,8 @@ def island(gpu):
 class GpuTopologyFilter(filtering.GpuFilter):
     """Enforce gpu:topology nvlink, switch or numa on multi-GPU servers.
 
-    Drops the allocation candidates whose GPUs span more than one link
-    domain, PCIe switch or NUMA node, and the hosts left without one.
-    Without candidates (Nova's legacy PCI claim picks the devices itself)
-    a host passes: nothing is guaranteed there.
+    Drops the candidates whose GPUs span more than one link domain, PCIe
+    switch or NUMA node, and the hosts left without one.
     """
 
     def constraint(self, req):
@@ -74,33 +64,24 @@ class GpuTopologyFilter(filtering.GpuFilter):
     def describe(self, constraint):
         return 'every GPU in one %s' % _SCOPES[constraint]
 
-    def _filter(self, host_states, ctx, constraint, name):
-        passed = []
-        for host_state in host_states:
-            record = ctx.record(host_state)
-            if record is None:
-                if (ctx.request.kind == request.MAYBE
-                        or self._missing(ctx, host_state, name)):
-                    passed.append(host_state)
-                continue
-            cands = host_state.allocation_candidates
-            keep = [c for c in cands
-                    if meets(candidate_gpus(record, c), constraint)]
-            if self.keep_candidates(host_state, keep, constraint, name):
-                passed.append(host_state)
-            elif _fits(record, constraint, len(candidate_gpus(record,
-                                                              cands[0]))):
-                ctx.cache.log_once(
-                    std_logging.WARNING, host_state.host, 'topology-cut',
-                    '%(filter)s: host %(host)s has %(n)d free GPUs in one '
-                    '%(scope)s, but none of the %(cands)d allocation '
-                    'candidates Placement returned for it uses them: raise '
-                    "Placement's max_allocation_candidates and Nova's "
-                    'max_placement_results (doc/source/topology.rst, "How '
-                    'many candidates a host needs").', filter=name,
-                    n=len(candidate_gpus(record, cands[0])),
-                    scope=_SCOPES[constraint], cands=len(cands))
-        return passed
+    def judge(self, host_state, record, ctx, constraint, name, memo):
+        cands = host_state.allocation_candidates
+        keep = [c for c in cands
+                if meets(candidate_gpus(record, c), constraint)]
+        if self.keep_candidates(host_state, keep, constraint, name):
+            return True
+        count = len(candidate_gpus(record, cands[0]))
+        if _fits(record, constraint, count):
+            ctx.cache.log_once(
+                std_logging.WARNING, host_state.host, 'topology-cut',
+                '%(filter)s: host %(host)s has %(n)d free GPUs in one '
+                '%(scope)s, but none of the %(cands)d allocation candidates '
+                "Placement returned for it uses them: raise Placement's "
+                "max_allocation_candidates and Nova's max_placement_results "
+                '(doc/source/topology.rst, "How many candidates a host '
+                'needs").', filter=name, n=count, scope=_SCOPES[constraint],
+                cands=len(cands))
+        return False
 
 
 def _fits(record, topology: str, count: int) -> bool:

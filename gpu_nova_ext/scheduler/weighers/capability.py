@@ -25,14 +25,12 @@ CAPABILITY_TABLE = {
 }
 
 
-# looked up per weighed host: one entry per model and overrides (bounded;
-# a cloud has a few models)
+# per weighed host: an entry per model and overrides (a cloud has few)
 @functools.lru_cache(maxsize=256)
 def score(model: str, overrides: tuple = ()) -> float | None:
     """Capability of a normalized model; None when no key matches.
 
-    :param overrides: ``[gpu_weights] capability_scores`` as sorted
-        ``(model, score)`` pairs.
+    ``overrides``: ``[gpu_weights] capability_scores``, sorted pairs.
     """
     table = dict(CAPABILITY_TABLE)
     for key, value in overrides:

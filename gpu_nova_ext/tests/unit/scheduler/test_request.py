@@ -103,7 +103,7 @@ class TestValueParsers(base.PluginTestCase):
         from nova import exception
         for key in ('GPU:model', 'Gpu:Model', ' gpu:model', 'gpu :model'):
             req = request.parse_extra_specs({key: 'H100'})
-            self.assertTrue(req.is_gpu)
+            self.assertEqual(request.GPU, req.kind)
             self.assertEqual(1, len(req.errors))
             self.assertIn('write gpu:model', req.errors[0].reason)
             exc = self.assertRaises(exception.ValidationError,
@@ -145,7 +145,7 @@ class TestDetection(base.PluginTestCase):
 
     def test_gpu_key_alone(self):
         req = request.parse_extra_specs({'gpu:model': 'A100'})
-        self.assertTrue(req.is_gpu)
+        self.assertEqual(request.GPU, req.kind)
         self.assertEqual(('A100',), req.models)
         self.assertEqual('healthy', req.health)
 
@@ -187,7 +187,7 @@ class TestRequestSpec(base.PluginTestCase):
         spec = no.request_spec({'pci_passthrough:alias': 'a100:2'})
         spec.obj_reset_changes()
         del spec.pci_requests
-        self.assertTrue(request.from_request_spec(spec).is_gpu)
+        self.assertEqual(request.GPU, request.from_request_spec(spec).kind)
         spec = no.request_spec({'pci_passthrough:alias': 'nic:1'})
         del spec.pci_requests
         self.assertEqual(request.NONE,
@@ -198,7 +198,7 @@ class TestRequestSpec(base.PluginTestCase):
         spec.pci_requests = objects.InstancePCIRequests(requests=[
             objects.InstancePCIRequest(count=1, alias_name='gpu', spec=[
                 {'vendor_id': '1002', 'product_id': '740f'}])])
-        self.assertTrue(request.from_request_spec(spec).is_gpu)
+        self.assertEqual(request.GPU, request.from_request_spec(spec).kind)
 
     def test_context_is_parsed_once_per_request(self):
         spec = no.request_spec({'gpu:model': 'A100'})

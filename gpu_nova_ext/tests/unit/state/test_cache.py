@@ -97,7 +97,9 @@ class TestIngestion(CacheTestCase):
                                                      resend=True):
             self.assertTrue(self.cache.update(message))
         self.assertEqual(['b', 'c'], self.cache.hosts())
-        self.assertNotIn('a', self.cache.known_hosts())
+        # a is forgotten: its next metrics find no facts to go with
+        self.assertFalse(self.send(self._payload('a', 102.0)))
+        self.assertEqual(['c', 'a'], self.asked)
 
     def test_staleness_with_injected_clock(self):
         self.conf.set_override('state_ttl', 30, 'gpu_scheduler')
@@ -108,7 +110,9 @@ class TestIngestion(CacheTestCase):
         self.clock.now += 2
         self.assertEqual([], self.cache.hosts())
         self.assertIsNone(self.cache.get('a'))
-        self.assertIn('a', self.cache.known_hosts())
+        # expired, not forgotten: its next metrics make it live again
+        self.assertTrue(self.send(self._payload('a', 101.0)))
+        self.assertEqual(['a'], self.cache.hosts())
 
     def test_protocol_1_1(self):
         pub = agent_payload.Publisher()
