@@ -65,19 +65,21 @@ def get_transport(conf: cfg.ConfigOpts) -> messaging.Transport:
     return messaging.get_rpc_transport(conf)
 
 
-def driver(conf: cfg.ConfigOpts) -> str | None:
+def driver(conf: cfg.ConfigOpts, url: str | None = None) -> str | None:
+    """The driver of ``url``, by default of ``conf``'s ``transport_url``."""
     try:
-        return messaging.TransportURL.parse(conf).transport
+        return messaging.TransportURL.parse(conf, url).transport
     except Exception:
         return None
 
 
-def cleanup(transport: messaging.Transport, conf: cfg.ConfigOpts) -> None:
-    """Close ``transport``'s connections.
+def cleanup(transport: messaging.Transport, conf: cfg.ConfigOpts,
+            url: str | None = None) -> None:
+    """Close the connections of ``transport`` (made from ``url``).
 
     Not ``fake://``'s: its in-memory queues are the process's, all emptied.
     """
-    if driver(conf) != 'fake':
+    if driver(conf, url) != 'fake':
         transport.cleanup()
 
 

@@ -25,6 +25,8 @@ import threading
 
 from oslo_log import log as logging
 
+from gpu_nova_ext import messaging as bus
+
 LOG = logging.getLogger(__name__)
 
 EVENT_TYPE = 'gpu.health.update'
@@ -80,6 +82,7 @@ class HealthNotifier:
                 self._thread.start()
 
     def stop(self, timeout: float = 5.0) -> None:
+        """Stop the worker, then close the notification transport."""
         with self._lock:
             thread, self._thread = self._thread, None
         if thread is not None:
@@ -88,6 +91,13 @@ class HealthNotifier:
             except queue.Full:
                 pass
             thread.join(timeout)
+        with self._lock:
+            notifier, self._notifier = self._notifier, None
+        if notifier is not None:
+            # its pooled connection stays open (a heartbeat thread, and a
+            # reconnect logged at a broker restart) until it is closed
+            bus.cleanup(notifier.transport, self.conf,
+                        self.conf.oslo_messaging_notifications.transport_url)
 
     def notify(self, payload: dict) -> None:
         """Queue one notification (starts the worker on first use)."""

@@ -18,6 +18,7 @@ from oslotest import base
 from gpu_nova_ext.agent import monitor
 from gpu_nova_ext_dev.fakes import nvml as fake_nvml
 from gpu_nova_ext.tests import deadline
+from gpu_nova_ext.tests.functional.state import support
 from gpu_nova_ext.tests.unit.agent import health_base
 
 RABBIT = ('127.0.0.1', 5672)
@@ -83,6 +84,7 @@ class TestHealthNotificationOverRabbit(base.BaseTestCase):
 
     def test_failure_and_recovery_are_notified(self):
         changes = []
+        held = support.broker_connections(TRANSPORT_URL)
         m = monitor.HealthMonitor(self.conf, lambda: changes.append(1))
         self.addCleanup(m.stop)
         self.assertTrue(m.open())
@@ -111,6 +113,12 @@ class TestHealthNotificationOverRabbit(base.BaseTestCase):
                          (payload['old_state'], payload['new_state'],
                           payload['reasons']))
         self.assertEqual(2, len(changes))
+        # stopped, the agent closes its connection to the broker: left
+        # open, it logs into whatever runs next when the broker goes
+        self.assertTrue(support.broker_connections(TRANSPORT_URL) - held)
+        m.stop()
+        self.assertEqual(set(), support.broker_connections(TRANSPORT_URL)
+                         - held)
 
 
 class TestBrokerUnreachable(base.BaseTestCase):

@@ -207,7 +207,9 @@ class VGPURemediationTest(ops_base.LiveMigrationVGPUTestBase):
                                 group='oslo_messaging_notifications')
         started = time.monotonic()
         self.fail_src_gpu()
-        notifications.HealthNotifier(agent_conf, 'src').send(
+        notifier = notifications.HealthNotifier(agent_conf, 'src')
+        self.addCleanup(notifier.stop)
+        notifier.send(
             notifications.build_payload(
                 'src', base.PGPU0, None, base.A100['name'], 'healthy',
                 'unhealthy', [], [XID79]))

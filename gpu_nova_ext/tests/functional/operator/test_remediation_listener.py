@@ -55,6 +55,7 @@ class TestPooledListener(testtools.TestCase):
     def _other_listener(self) -> _Other:
         other = _Other()
         transport = oslo_messaging.get_notification_transport(self.conf)
+        self.addCleanup(transport.cleanup)
         listener = oslo_messaging.get_notification_listener(
             transport, [oslo_messaging.Target(topic=self.topic)], [other],
             executor='threading')
@@ -73,6 +74,7 @@ class TestPooledListener(testtools.TestCase):
         daemon.start_listener()
         self.addCleanup(daemon.stop)
         notifier = notifications.HealthNotifier(self.conf, 'cmp-1')
+        self.addCleanup(notifier.stop)
         for index in range(MESSAGES):
             notifier.send(_payload(0x3b + index))
         expected = ['0000:%02x:00.0' % (0x3b + i) for i in range(MESSAGES)]

@@ -42,6 +42,16 @@ def broker_listening(url: str = TRANSPORT_URL) -> bool:
         return False
 
 
+def broker_connections(url: str = TRANSPORT_URL) -> set[int]:
+    """Local ports of this process's open connections to the broker."""
+    import psutil       # oslo.utils' dependency
+
+    address = broker_address(url)
+    return {c.laddr.port for c in psutil.Process().net_connections('tcp')
+            if c.raddr and tuple(c.raddr)[:2] == address
+            and c.status == psutil.CONN_ESTABLISHED}
+
+
 def require_broker(testcase, url: str = TRANSPORT_URL) -> None:
     """Fail (never skip) when no RabbitMQ answers."""
     if not broker_listening(url):

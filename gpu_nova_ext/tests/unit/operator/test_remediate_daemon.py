@@ -71,6 +71,7 @@ class TestListener(testtools.TestCase):
         daemon.start_listener()
         self.addCleanup(daemon.stop)
         notifier = notifications.HealthNotifier(conf, 'cmp-1')
+        self.addCleanup(notifier.stop)
         notifier.send(payload('healthy', 'degraded'))
         notifier.send(payload('healthy', 'unhealthy'))
         trigger = daemon.triggers.get(timeout=deadline.WAIT_S)
