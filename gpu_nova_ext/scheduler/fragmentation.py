@@ -277,8 +277,8 @@ def configured_mix(entries: tuple) -> Mix:
                     for g, c, r, w in entries)
 
 
-def request_mix(ctx: Any, claim: Any) -> Mix:
-    """The mix of a request; its first GPU claim is learned."""
+def request_mix(ctx: Any, taken: dict[int, float]) -> Mix:
+    """The mix of a request; its first GPU claim (``taken``) is learned."""
     if ctx.mix is not None:
         return ctx.mix
     group = request_context.CONF.gpu_scheduler
@@ -286,10 +286,10 @@ def request_mix(ctx: Any, claim: Any) -> Mix:
         ctx.mix = configured_mix(tuple(group.fragmentation_request_mix))
         return ctx.mix
     learned = learner(ctx.cache)
-    if not claim.gpus:
+    if not taken:
         # not kept: a later host of the request may draw a GPU
         return learned.mix()
-    learned.learn(Shape(sum(claim.taken().values()), ctx.vcpus, ctx.ram_mb),
+    learned.learn(Shape(sum(taken.values()), ctx.vcpus, ctx.ram_mb),
                   group.fragmentation_mix_decay)
     ctx.mix = learned.mix()
     return ctx.mix

@@ -25,19 +25,15 @@ class Claim:
     host_state: Any
     record: records.HostRecord | None
     gpus: tuple = ()     # GpuFacts of the GPU providers it draws from
-    allocs: tuple = ()   # what it draws from each: {'resources': {...}}
+    cand: dict | None = None
     # computed once for the weighers of a pass (read-only)
     _taken: dict | None = dataclasses.field(default=None, init=False)
     _free: list | None = dataclasses.field(default=None, init=False)
 
     def taken(self) -> dict[int, float]:
-        """GPU index -> GPU units claimed (several VFs of a GPU add up)."""
+        """:func:`taken` of the candidate."""
         if self._taken is None:
-            out: dict[int, float] = {}
-            for gpu, alloc in zip(self.gpus, self.allocs):
-                out[gpu.index] = out.get(gpu.index, 0.0) + (
-                    gpu.unit_per_instance * max(alloc['resources'].values()))
-            self._taken = out
+            self._taken = taken(self.record, self.cand) if self.gpus else {}
         return self._taken
 
     def free(self) -> list[float]:
@@ -56,16 +52,21 @@ def claim(record: records.HostRecord | None, host_state: Any,
         cand = cands[0] if cands else None
     if record is None or cand is None:
         return Claim(host_state=host_state, record=record)
+    gpus = map(record.by_provider.get, cand['allocations'])
+    return Claim(host_state=host_state, record=record, cand=cand,
+                 gpus=tuple(gpu for gpu in gpus if gpu is not None))
+
+
+def taken(record: records.HostRecord, cand: dict) -> dict[int, float]:
+    """GPU index -> GPU units ``cand`` takes (several VFs of a GPU add up)."""
     get = record.by_provider.get
-    gpus = []
-    allocs = []
+    out: dict[int, float] = {}
     for rp, alloc in cand['allocations'].items():
         gpu = get(rp)
         if gpu is not None:
-            gpus.append(gpu)
-            allocs.append(alloc)
-    return Claim(host_state=host_state, record=record, gpus=tuple(gpus),
-                 allocs=tuple(allocs))
+            out[gpu.index] = out.get(gpu.index, 0.0) + (
+                gpu.unit_per_instance * max(alloc['resources'].values()))
+    return out
 
 
 def _claims(weighed_obj_list, ctx) -> list[Claim]:

@@ -37,11 +37,11 @@ def _fragmentation_order(record, host_state, ctx, room):
 
     Design doc: Fragmentation-aware placement; ``room``: :func:`_room`'s.
     """
-    claim = weighing.claim(record, host_state)
-    if len(claim.gpus) != 1:
+    taken = weighing.taken(record, host_state.allocation_candidates[0])
+    if len(taken) != 1:
         return record.order('pack', room)
-    share = claim.taken()[claim.gpus[0].index]
-    mix = fragmentation.request_mix(ctx, claim) if share < 1.0 else None
+    (share,) = taken.values()
+    mix = fragmentation.request_mix(ctx, taken) if share < 1.0 else None
     if not mix:
         return record.order('pack', room)
     free = room or fragmentation.gpu_free(record, host_state)
@@ -105,7 +105,7 @@ def _room(ctx, record, host_state, cands):
         room[index] -= units
     cands[:] = [c for c in cands if all(
         units <= room[index] + fragmentation.EPS for index, units in
-        weighing.claim(record, host_state, c).taken().items())]
+        weighing.taken(record, c).items())]
     return room
 
 
@@ -113,8 +113,9 @@ def _remember(ctx, record, host_state) -> None:
     """Note what Nova claims on the host if it takes the request's next."""
     key = host_state.uuid or host_state.nodename
     seen = ctx.placed.get(key)
+    cands = host_state.allocation_candidates    # none left: takes nothing
     ctx.placed[key] = (host_state.num_instances,
-                       weighing.claim(record, host_state).taken(),
+                       weighing.taken(record, cands[0]) if cands else {},
                        seen[2] if seen else {})
 
 

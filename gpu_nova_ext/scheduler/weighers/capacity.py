@@ -63,7 +63,7 @@ class GpuFragmentationWeigher(weighing.GpuWeigher):
         record = claim.record
         if record is None:
             return None
-        mix = fragmentation.request_mix(ctx, claim)
+        mix = fragmentation.request_mix(ctx, claim.taken())
         if not mix:
             return 0.0
         free = list(claim.free())     # changed below
